@@ -1,0 +1,295 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Outcome values of a RetirementPlan (the specification's outcome strings).
+const (
+	OutcomePlanned               = "planned"
+	OutcomeApplied               = "applied"
+	OutcomeRegistryRevisionMoved = "registry_revision_moved"
+	OutcomeCandidateSetMoved     = "candidate_set_moved"
+	OutcomeAlreadyRetired        = "already_retired"
+	OutcomeNothingRequested      = "nothing_requested"
+	OutcomeTransactionFailed     = "transaction_failed"
+)
+
+// RetirementApproval is the reviewer's approval of one exact plan, committed to Git and
+// applied by the GitOps tool. It must repeat the plan's tokens and identities exactly.
+type RetirementApproval struct {
+	// registryFingerprint is the plan's status.registryFingerprint, copied verbatim.
+	// +required
+	// +kubebuilder:validation:Pattern=`^sha256:[0-9a-f]{64}$`
+	RegistryFingerprint string `json:"registryFingerprint"`
+
+	// candidateFingerprint is the plan's status.candidateFingerprint, copied verbatim.
+	// +required
+	// +kubebuilder:validation:Pattern=`^sha256:[0-9a-f]{64}$`
+	CandidateFingerprint string `json:"candidateFingerprint"`
+
+	// workerIdentities are the plan's status.candidateWorkerIdentities, copied verbatim.
+	// An empty list requests nothing.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=2000
+	// +kubebuilder:validation:items:MaxLength=253
+	WorkerIdentities []string `json:"workerIdentities,omitempty"`
+
+	// approvedBy is the Kubernetes user that applied the approval. Admission requires it
+	// to equal the requesting user, and the controller checks with a SubjectAccessReview
+	// that this user holds the "approve" verb on retirementplans right before it retires
+	// anything.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	ApprovedBy string `json:"approvedBy"`
+}
+
+// RetirementPlanSpec asks the controller to plan (and, once approved, apply) the
+// retirement of stale worker registrations in the plan's namespace.
+// +kubebuilder:validation:XValidation:rule="self.remote == oldSelf.remote && has(self.host) == has(oldSelf.host) && has(self.org) == has(oldSelf.org) && has(self.repo) == has(oldSelf.repo) && has(self.canonicalRepository) == has(oldSelf.canonicalRepository)",message="the plan's scope is immutable: create a new RetirementPlan instead"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approval) || has(self.approval)",message="spec.approval cannot be changed or removed once set: create a new RetirementPlan instead"
+type RetirementPlanSpec struct {
+	// remote names the Gitea remote whose registry is planned (for example "origin").
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Remote string `json:"remote"`
+
+	// host is optional audit context: the Gitea host.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the plan's scope is immutable: create a new RetirementPlan instead"
+	Host string `json:"host,omitempty"`
+
+	// org is optional audit context: the Gitea organisation.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the plan's scope is immutable: create a new RetirementPlan instead"
+	Org string `json:"org,omitempty"`
+
+	// repo is optional audit context: the Gitea repository name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the plan's scope is immutable: create a new RetirementPlan instead"
+	Repo string `json:"repo,omitempty"`
+
+	// canonicalRepository is the "owner/name" binding every retired row must carry.
+	// Defaults to the repository the controller is configured with.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the plan's scope is immutable: create a new RetirementPlan instead"
+	CanonicalRepository string `json:"canonicalRepository,omitempty"`
+
+	// approval approves the plan's current tokens and identities. Once set it can be
+	// neither changed nor removed.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.approval cannot be changed or removed once set: create a new RetirementPlan instead"
+	Approval *RetirementApproval `json:"approval,omitempty"`
+}
+
+// WorkerAssessment is the verdict on one registration.
+type WorkerAssessment struct {
+	// workerIdentity is the registration's name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	WorkerIdentity string `json:"workerIdentity"`
+
+	// reasonCode is eligible_stale_orphan for candidates, or the first requirement the row
+	// failed for preserved rows.
+	// +required
+	// +kubebuilder:validation:MaxLength=64
+	ReasonCode string `json:"reasonCode"`
+
+	// detail explains the verdict in one sentence.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Detail string `json:"detail,omitempty"`
+
+	// evidence holds the observations behind the verdict (probe state, heartbeat expiry,
+	// host and boot on both sides, ...).
+	// +optional
+	Evidence map[string]string `json:"evidence,omitempty"`
+}
+
+// PostApply reports the fleet after an apply. Retiring stale rows does not make a fleet
+// with live legacy workers safe; this block says so.
+type PostApply struct {
+	// staleWorkerCount is the number of Active rows that are not live after the apply.
+	StaleWorkerCount int32 `json:"staleWorkerCount"`
+	// liveWorkerCount is the number of live rows after the apply.
+	LiveWorkerCount int32 `json:"liveWorkerCount"`
+	// historicalWorkerCount is the number of Retired rows after the apply.
+	HistoricalWorkerCount int32 `json:"historicalWorkerCount"`
+	// liveFleetSafe is false while any blocker remains.
+	LiveFleetSafe bool `json:"liveFleetSafe"`
+	// blockers are the remaining fleet blockers (for example legacy_incomplete_identity).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10000
+	Blockers []FleetBlocker `json:"blockers,omitempty"`
+}
+
+// FleetBlocker is one reason the live fleet is not safe.
+type FleetBlocker struct {
+	// code is the blocker code, for example legacy_incomplete_identity.
+	Code string `json:"code"`
+	// workerIdentity is the registration the blocker is about.
+	WorkerIdentity string `json:"workerIdentity"`
+	// detail explains the blocker.
+	// +optional
+	Detail string `json:"detail,omitempty"`
+}
+
+// RetirementPlanStatus is the plan, and after an approved apply, its result.
+type RetirementPlanStatus struct {
+	// conditions: Ready (the plan or apply finished), Approved (the approval matches the
+	// plan and the approver holds the approve verb), Applied (the apply ran).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation last reconciled.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// outcome is the result of the last step.
+	// +optional
+	// +kubebuilder:validation:Enum=planned;applied;registry_revision_moved;candidate_set_moved;already_retired;nothing_requested;transaction_failed
+	Outcome string `json:"outcome,omitempty"`
+
+	// success is false when the apply failed (transaction_failed) and true otherwise.
+	// +optional
+	Success *bool `json:"success,omitempty"`
+
+	// canonicalRepository is the repository binding the plan used.
+	// +optional
+	CanonicalRepository string `json:"canonicalRepository,omitempty"`
+
+	// registryFingerprint is a stable token over the retirement-relevant content of every
+	// registration in the namespace; copy it into spec.approval to approve.
+	// +optional
+	RegistryFingerprint string `json:"registryFingerprint,omitempty"`
+
+	// candidateFingerprint is a stable token over the candidate rows; copy it into
+	// spec.approval to approve.
+	// +optional
+	CandidateFingerprint string `json:"candidateFingerprint,omitempty"`
+
+	// candidateWorkerIdentities are the names of the registrations the plan would retire.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10000
+	CandidateWorkerIdentities []string `json:"candidateWorkerIdentities,omitempty"`
+
+	// candidates are the rows eligible for retirement, each with its evidence.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10000
+	Candidates []WorkerAssessment `json:"candidates,omitempty"`
+
+	// preserved are the rows kept, each with the reason code of the requirement it failed.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10000
+	Preserved []WorkerAssessment `json:"preserved,omitempty"`
+
+	// preservedReasonCounts counts preserved rows by reason code.
+	// +optional
+	PreservedReasonCounts map[string]int32 `json:"preservedReasonCounts,omitempty"`
+
+	// assessedCount is the number of registrations assessed.
+	AssessedCount int32 `json:"assessedCount,omitempty"`
+	// candidateCount is the number of candidates.
+	CandidateCount int32 `json:"candidateCount,omitempty"`
+	// preservedCount is the number of preserved rows.
+	PreservedCount int32 `json:"preservedCount,omitempty"`
+
+	// protectedActiveWorkflowOwners are registrations preserved because they hold an
+	// active TaskClaim.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10000
+	ProtectedActiveWorkflowOwners []string `json:"protectedActiveWorkflowOwners,omitempty"`
+
+	// mutationPerformed is true only when the apply retired at least one row.
+	MutationPerformed bool `json:"mutationPerformed"`
+
+	// readOnly is true for a dry-run plan.
+	ReadOnly bool `json:"readOnly"`
+
+	// plannedAt is when the plan was computed.
+	// +optional
+	PlannedAt *metav1.Time `json:"plannedAt,omitempty"`
+
+	// appliedAt is when the apply finished.
+	// +optional
+	AppliedAt *metav1.Time `json:"appliedAt,omitempty"`
+
+	// retiredCount is the number of rows the apply retired.
+	// +optional
+	RetiredCount int32 `json:"retiredCount,omitempty"`
+
+	// retired names the rows the apply retired, in the order they were written.
+	// +optional
+	// +kubebuilder:validation:MaxItems=10000
+	Retired []string `json:"retired,omitempty"`
+
+	// applyPreserved are requested rows the apply did not retire, each with the reason
+	// (row_changed_since_plan, liveness_reprobe_unavailable, external_fence_moved, ...).
+	// +optional
+	// +kubebuilder:validation:MaxItems=10000
+	ApplyPreserved []WorkerAssessment `json:"applyPreserved,omitempty"`
+
+	// applyComplete is false when the apply stopped part-way (the external fence moved
+	// after some rows were written). Kubernetes has no multi-object transaction, so rows
+	// already retired stay retired and the rest are listed in applyPreserved.
+	// +optional
+	ApplyComplete *bool `json:"applyComplete,omitempty"`
+
+	// message explains the outcome in one sentence.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Message string `json:"message,omitempty"`
+
+	// postApply reports the fleet after the apply.
+	// +optional
+	PostApply *PostApply `json:"postApply,omitempty"`
+}
+
+// RetirementPlan plans the retirement of stale worker registrations as a dry run, and
+// applies exactly that plan once a reviewer approves it through spec.approval.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rplan;rp,categories=fleet
+// +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.outcome`
+// +kubebuilder:printcolumn:name="Approved",type=string,JSONPath=`.status.conditions[?(@.type=="Approved")].status`
+// +kubebuilder:printcolumn:name="Candidates",type=integer,JSONPath=`.status.candidateCount`
+// +kubebuilder:printcolumn:name="Preserved",type=integer,JSONPath=`.status.preservedCount`
+// +kubebuilder:printcolumn:name="Retired",type=integer,JSONPath=`.status.retiredCount`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RetirementPlan struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the plan's scope and, once approved, its approval.
+	// +required
+	Spec RetirementPlanSpec `json:"spec"`
+
+	// status is the plan and its apply result.
+	// +optional
+	Status RetirementPlanStatus `json:"status,omitempty"`
+}
+
+// RetirementPlanList is a list of RetirementPlan.
+//
+// +kubebuilder:object:root=true
+type RetirementPlanList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RetirementPlan `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RetirementPlan{}, &RetirementPlanList{})
+}

@@ -1,0 +1,191 @@
+// Command manager runs the fleet-controller: the WorkerRegistration, RetirementPlan and
+// TaskClaim reconcilers. With no kubeconfig and no in-cluster configuration it starts an
+// embedded local control plane first, so `make run` works on a bare machine.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/controllers"
+	"github.com/giteatools/fleet-controller/internal/localcp"
+)
+
+var scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(fleetv1alpha1.AddToScheme(scheme))
+}
+
+type options struct {
+	metricsAddr    string
+	probeAddr      string
+	authzAddr      string
+	leaderElect    bool
+	namespaces     string
+	hostIDFile     string
+	hostID         string
+	procRoot       string
+	giteaURL       string
+	giteaTokenFile string
+	repository     string
+	claimTTL       time.Duration
+	crdDir         string
+	embedded       string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to (0 disables it).")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
+	flag.StringVar(&o.authzAddr, "capability-bind-address", ":8082", "Address of the capability-check endpoint (POST /v1/authorize); empty disables it.")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election (one active manager per cluster or per node group).")
+	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches all.")
+	flag.StringVar(&o.hostIDFile, "host-id-file", "/etc/machine-id", "File holding this host's machine id; liveness is only proven for rows of this host.")
+	flag.StringVar(&o.hostID, "host-id", "", "This host's machine id (overrides --host-id-file).")
+	flag.StringVar(&o.procRoot, "proc-root", "/", "Root under which proc/ and etc/ of the host are found (a node agent mounts the host here).")
+	flag.StringVar(&o.giteaURL, "gitea-url", "", "Base URL of the Gitea server (for example http://127.0.0.1:3000). Empty disables task claims.")
+	flag.StringVar(&o.giteaTokenFile, "gitea-token-file", "", "File holding the Gitea API token of the controller's account. The token is never logged or written to status.")
+	flag.StringVar(&o.repository, "repository", "", "Canonical owner/name repository the fleet works on; default binding for RetirementPlans and the only repository task claims may target.")
+	flag.DurationVar(&o.claimTTL, "claim-ttl", 2*time.Hour, "Lifetime of an activated task capability.")
+	flag.StringVar(&o.crdDir, "crd-dir", "config/crd/bases", "CRD manifests installed into the embedded control plane.")
+	flag.StringVar(&o.embedded, "embedded", "auto", "Start an embedded control plane: auto (when no kubeconfig or in-cluster config exists), always, never.")
+	zapOpts := zap.Options{Development: true}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	if err := run(o); err != nil {
+		ctrl.Log.WithName("setup").Error(err, "Manager exited with an error")
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	log := ctrl.Log.WithName("setup")
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	cfg, stop, err := restConfig(o)
+	if err != nil {
+		return err
+	}
+	defer stop()
+
+	hostID := strings.TrimSpace(o.hostID)
+	if hostID == "" {
+		b, err := os.ReadFile(filepath.Join(o.procRoot, strings.TrimPrefix(o.hostIDFile, "/")))
+		if err != nil {
+			log.Error(err, "Cannot read the host id; rows will be preserved as host_binding_unproven", "file", o.hostIDFile)
+		}
+		hostID = strings.TrimSpace(string(b))
+	}
+	var giteaToken string
+	if o.giteaTokenFile != "" {
+		b, err := os.ReadFile(o.giteaTokenFile)
+		if err != nil {
+			return fmt.Errorf("reading --gitea-token-file: %w", err)
+		}
+		giteaToken = strings.TrimSpace(string(b))
+	}
+
+	cacheOpts := cache.Options{}
+	if o.namespaces != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range strings.Split(o.namespaces, ",") {
+			if ns = strings.TrimSpace(ns); ns != "" {
+				cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+			}
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  cacheOpts,
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress: o.probeAddr,
+		LeaderElection:         o.leaderElect,
+		LeaderElectionID:       "fleet-controller.fleet.giteatools.dev",
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	if err := controllers.Setup(ctx, mgr, controllers.Config{
+		HostID:         hostID,
+		ProcRoot:       o.procRoot,
+		GiteaURL:       o.giteaURL,
+		GiteaToken:     giteaToken,
+		Repository:     o.repository,
+		ClaimTTL:       o.claimTTL,
+		CapabilityAddr: o.authzAddr,
+	}); err != nil {
+		return fmt.Errorf("setting up controllers: %w", err)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+	log.Info("Starting manager", "hostID", hostID, "repository", o.repository, "gitea", o.giteaURL != "")
+	return mgr.Start(ctx)
+}
+
+// restConfig returns the cluster to run against: the usual kubeconfig / in-cluster lookup,
+// or an embedded control plane when there is none (or when asked for).
+func restConfig(o options) (*rest.Config, func(), error) {
+	log := ctrl.Log.WithName("setup")
+	useEmbedded := o.embedded == "always"
+	if o.embedded == "auto" {
+		useEmbedded = !clusterConfigured()
+	}
+	if !useEmbedded {
+		cfg, err := ctrl.GetConfig()
+		if err != nil {
+			return nil, nil, fmt.Errorf("loading kubeconfig: %w", err)
+		}
+		return cfg, func() {}, nil
+	}
+	cp, err := localcp.Start(os.Getenv("KUBEBUILDER_ASSETS"), o.crdDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	log.Info("Embedded control plane is up; point kubectl at it with the line below", "kubeconfig", cp.KubeconfigPath)
+	fmt.Printf("\n    export KUBECONFIG=%s\n\n", cp.KubeconfigPath)
+	return cp.Config, func() {
+		if err := cp.Stop(); err != nil && !errors.Is(err, context.Canceled) {
+			log.Error(err, "Stopping the embedded control plane")
+		}
+	}, nil
+}
+
+func clusterConfigured() bool {
+	if os.Getenv("KUBECONFIG") != "" || os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		return true
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return false
+	}
+	_, err = os.Stat(filepath.Join(home, ".kube", "config"))
+	return err == nil
+}

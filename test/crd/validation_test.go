@@ -1,0 +1,327 @@
+package crd_test
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+)
+
+var seq atomic.Int64
+
+func name(prefix string) string { return fmt.Sprintf("%s-%d", prefix, seq.Add(1)) }
+
+const sha = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+const sha2 = "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+
+func newRegistration() *fleetv1alpha1.WorkerRegistration {
+	return &fleetv1alpha1.WorkerRegistration{
+		ObjectMeta: metav1.ObjectMeta{Name: name("worker"), Namespace: "default"},
+		Spec: fleetv1alpha1.WorkerRegistrationSpec{
+			ClientInstanceID:    "inst-0001",
+			WorkerNamespace:     "ns-a",
+			Identity:            "bot-a",
+			Remote:              "origin",
+			Repository:          "acme/widgets",
+			HeartbeatTTLSeconds: 900,
+			Process:             fleetv1alpha1.ProcessIdentity{HostID: "host", BootID: "boot", PID: 4242, StartTime: ptr.To[int64](100)},
+		},
+	}
+}
+
+func newPlan() *fleetv1alpha1.RetirementPlan {
+	return &fleetv1alpha1.RetirementPlan{
+		ObjectMeta: metav1.ObjectMeta{Name: name("plan"), Namespace: "default"},
+		Spec:       fleetv1alpha1.RetirementPlanSpec{Remote: "origin"},
+	}
+}
+
+func newClaim() *fleetv1alpha1.TaskClaim {
+	return &fleetv1alpha1.TaskClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name("claim"), Namespace: "default"},
+		Spec: fleetv1alpha1.TaskClaimSpec{
+			Worker: "worker-1",
+			Target: fleetv1alpha1.TaskTarget{Repository: "acme/widgets", Kind: "PullRequest", Number: 7, HeadSHA: "abcdef1"},
+		},
+	}
+}
+
+// expectInvalid asserts the API server refused the write as Invalid and the message says why.
+func expectInvalid(err error, wants ...string) {
+	GinkgoHelper()
+	Expect(err).To(HaveOccurred())
+	Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want an Invalid error, got %v", err)
+	for _, w := range wants {
+		Expect(err.Error()).To(ContainSubstring(w))
+	}
+}
+
+// expectUnchanged asserts the stored object still has the resourceVersion it had before.
+func expectUnchanged(obj client.Object, rv string) {
+	GinkgoHelper()
+	stored := obj.DeepCopyObject().(client.Object)
+	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), stored)).To(Succeed())
+	Expect(stored.GetResourceVersion()).To(Equal(rv), "a refused write must leave the stored object unchanged")
+}
+
+var _ = Describe("WorkerRegistration validation", func() {
+	It("accepts a complete registration", func() {
+		Expect(k8sClient.Create(ctx, newRegistration())).To(Succeed())
+	})
+
+	It("refuses a pid that is not positive", func() {
+		for _, pid := range []int64{0, -5} {
+			wr := newRegistration()
+			wr.Spec.Process.PID = pid
+			expectInvalid(k8sClient.Create(ctx, wr), "spec.process.pid", "greater than or equal to 1")
+		}
+	})
+
+	It("refuses a heartbeat TTL that is not positive", func() {
+		wr := newRegistration()
+		wr.Spec.HeartbeatTTLSeconds = 0
+		expectInvalid(k8sClient.Create(ctx, wr), "spec.heartbeatTTLSeconds")
+	})
+
+	It("refuses missing identity fields", func() {
+		wr := newRegistration()
+		wr.Spec.ClientInstanceID = ""
+		expectInvalid(k8sClient.Create(ctx, wr), "spec.clientInstanceID")
+	})
+
+	It("keeps the spec immutable after create", func() {
+		wr := newRegistration()
+		Expect(k8sClient.Create(ctx, wr)).To(Succeed())
+		rv := wr.ResourceVersion
+		for _, mutate := range []func(*fleetv1alpha1.WorkerRegistration){
+			func(w *fleetv1alpha1.WorkerRegistration) { w.Spec.Process.PID++ },
+			func(w *fleetv1alpha1.WorkerRegistration) { w.Spec.Identity = "someone-else" },
+			func(w *fleetv1alpha1.WorkerRegistration) { w.Spec.Revisions.Code = "abc" },
+		} {
+			changed := wr.DeepCopy()
+			mutate(changed)
+			expectInvalid(k8sClient.Update(ctx, changed), "spec is immutable")
+			expectUnchanged(wr, rv)
+		}
+	})
+
+	It("refuses unknown phase and ownership values", func() {
+		wr := newRegistration()
+		Expect(k8sClient.Create(ctx, wr)).To(Succeed())
+		rv := wr.ResourceVersion
+		bad := wr.DeepCopy()
+		bad.Status.Phase = "Sleeping"
+		expectInvalid(k8sClient.Status().Update(ctx, bad), "status.phase", "Unsupported value")
+		bad = wr.DeepCopy()
+		bad.Status.OwnershipState = "zombie"
+		expectInvalid(k8sClient.Status().Update(ctx, bad), "status.ownershipState")
+		expectUnchanged(wr, rv)
+	})
+
+	It("never lets a Retired registration return to Active", func() {
+		wr := newRegistration()
+		Expect(k8sClient.Create(ctx, wr)).To(Succeed())
+		wr.Status.Phase = fleetv1alpha1.PhaseRetired
+		wr.Status.RetiredAt = ptr.To(metav1.NewTime(time.Now()))
+		Expect(k8sClient.Status().Update(ctx, wr)).To(Succeed())
+		rv := wr.ResourceVersion
+
+		back := wr.DeepCopy()
+		back.Status.Phase = fleetv1alpha1.PhaseActive
+		expectInvalid(k8sClient.Status().Update(ctx, back), "can never return to Active")
+		cleared := wr.DeepCopy()
+		cleared.Status = fleetv1alpha1.WorkerRegistrationStatus{}
+		expectInvalid(k8sClient.Status().Update(ctx, cleared), "can never return to Active")
+		expectUnchanged(wr, rv)
+
+		// Other status changes of a retired row are still allowed.
+		wr.Status.OwnershipState = fleetv1alpha1.OwnershipHistorical
+		Expect(k8sClient.Status().Update(ctx, wr)).To(Succeed())
+	})
+})
+
+var _ = Describe("RetirementPlan validation", func() {
+	approval := func() *fleetv1alpha1.RetirementApproval {
+		return &fleetv1alpha1.RetirementApproval{
+			RegistryFingerprint: sha, CandidateFingerprint: sha2,
+			WorkerIdentities: []string{"worker-a"}, ApprovedBy: "alice",
+		}
+	}
+
+	It("accepts an approval added later, then refuses changing or removing it", func() {
+		p := newPlan()
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		p.Spec.Approval = approval()
+		Expect(k8sClient.Update(ctx, p)).To(Succeed())
+		rv := p.ResourceVersion
+
+		changed := p.DeepCopy()
+		changed.Spec.Approval.WorkerIdentities = []string{"worker-a", "worker-b"}
+		expectInvalid(k8sClient.Update(ctx, changed), "spec.approval cannot be changed or removed")
+		changed = p.DeepCopy()
+		changed.Spec.Approval.RegistryFingerprint = sha2
+		expectInvalid(k8sClient.Update(ctx, changed), "spec.approval cannot be changed or removed")
+		removed := p.DeepCopy()
+		removed.Spec.Approval = nil
+		expectInvalid(k8sClient.Update(ctx, removed), "spec.approval cannot be changed or removed")
+		expectUnchanged(p, rv)
+	})
+
+	It("refuses malformed fingerprints in an approval", func() {
+		p := newPlan()
+		p.Spec.Approval = approval()
+		p.Spec.Approval.CandidateFingerprint = "md5:1234"
+		expectInvalid(k8sClient.Create(ctx, p), "spec.approval.candidateFingerprint")
+	})
+
+	It("keeps the plan's scope immutable", func() {
+		p := newPlan()
+		p.Spec.CanonicalRepository = "acme/widgets"
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		rv := p.ResourceVersion
+		for _, mutate := range []func(*fleetv1alpha1.RetirementPlan){
+			func(p *fleetv1alpha1.RetirementPlan) { p.Spec.Remote = "other" },
+			func(p *fleetv1alpha1.RetirementPlan) { p.Spec.CanonicalRepository = "acme/other" },
+			func(p *fleetv1alpha1.RetirementPlan) { p.Spec.Host = "gitea.example" },
+		} {
+			changed := p.DeepCopy()
+			mutate(changed)
+			expectInvalid(k8sClient.Update(ctx, changed), "scope is immutable")
+		}
+		expectUnchanged(p, rv)
+	})
+
+	It("accepts exactly the seven outcomes of the specification", func() {
+		p := newPlan()
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		for _, o := range []string{"planned", "applied", "registry_revision_moved", "candidate_set_moved",
+			"already_retired", "nothing_requested", "transaction_failed"} {
+			p.Status.Outcome = o
+			Expect(k8sClient.Status().Update(ctx, p)).To(Succeed(), o)
+		}
+		rv := p.ResourceVersion
+		bad := p.DeepCopy()
+		bad.Status.Outcome = "partially_applied"
+		expectInvalid(k8sClient.Status().Update(ctx, bad), "status.outcome", "Unsupported value")
+		expectUnchanged(p, rv)
+	})
+})
+
+var _ = Describe("TaskClaim validation", func() {
+	It("accepts a pull-request claim with a head and an issue claim without one", func() {
+		Expect(k8sClient.Create(ctx, newClaim())).To(Succeed())
+		c := newClaim()
+		c.Spec.Target = fleetv1alpha1.TaskTarget{Repository: "acme/widgets", Kind: "Issue", Number: 3}
+		Expect(k8sClient.Create(ctx, c)).To(Succeed())
+	})
+
+	It("requires headSHA for pull requests", func() {
+		c := newClaim()
+		c.Spec.Target.HeadSHA = ""
+		expectInvalid(k8sClient.Create(ctx, c), "headSHA is required when kind is PullRequest")
+	})
+
+	It("refuses unknown target kinds and bad numbers", func() {
+		c := newClaim()
+		c.Spec.Target.Kind = "Epic"
+		expectInvalid(k8sClient.Create(ctx, c), "spec.target.kind", "Unsupported value")
+		c = newClaim()
+		c.Spec.Target.Number = 0
+		expectInvalid(k8sClient.Create(ctx, c), "spec.target.number")
+		c = newClaim()
+		c.Spec.Target.Repository = "not a repo"
+		expectInvalid(k8sClient.Create(ctx, c), "spec.target.repository")
+	})
+
+	It("keeps target and worker immutable", func() {
+		c := newClaim()
+		Expect(k8sClient.Create(ctx, c)).To(Succeed())
+		rv := c.ResourceVersion
+		for _, tc := range []struct {
+			mutate func(*fleetv1alpha1.TaskClaim)
+			msg    string
+		}{
+			{func(c *fleetv1alpha1.TaskClaim) { c.Spec.Target.Number = 8 }, "spec.target is immutable"},
+			{func(c *fleetv1alpha1.TaskClaim) { c.Spec.Target.HeadSHA = "1234567" }, "spec.target is immutable"},
+			{func(c *fleetv1alpha1.TaskClaim) { c.Spec.Target.Repository = "acme/other" }, "spec.target is immutable"},
+			{func(c *fleetv1alpha1.TaskClaim) { c.Spec.Worker = "worker-2" }, "spec.worker is immutable"},
+		} {
+			changed := c.DeepCopy()
+			tc.mutate(changed)
+			expectInvalid(k8sClient.Update(ctx, changed), tc.msg)
+		}
+		expectUnchanged(c, rv)
+	})
+
+	It("lets the pin be set once only", func() {
+		c := newClaim()
+		Expect(k8sClient.Create(ctx, c)).To(Succeed())
+		c.Spec.Pin = sha
+		Expect(k8sClient.Update(ctx, c)).To(Succeed())
+		rv := c.ResourceVersion
+		changed := c.DeepCopy()
+		changed.Spec.Pin = sha2
+		expectInvalid(k8sClient.Update(ctx, changed), "spec.pin can be set only once")
+		removed := c.DeepCopy()
+		removed.Spec.Pin = ""
+		expectInvalid(k8sClient.Update(ctx, removed), "spec.pin can be set only once")
+		bad := newClaim()
+		bad.Spec.Pin = "not-a-pin"
+		expectInvalid(k8sClient.Create(ctx, bad), "spec.pin")
+		expectUnchanged(c, rv)
+	})
+
+	It("never undoes a release or a completed cycle", func() {
+		c := newClaim()
+		c.Spec.Release = true
+		c.Spec.CycleComplete = true
+		Expect(k8sClient.Create(ctx, c)).To(Succeed())
+		rv := c.ResourceVersion
+		changed := c.DeepCopy()
+		changed.Spec.Release = false
+		expectInvalid(k8sClient.Update(ctx, changed), "spec.release cannot be undone")
+		changed = c.DeepCopy()
+		changed.Spec.CycleComplete = false
+		expectInvalid(k8sClient.Update(ctx, changed), "spec.cycleComplete cannot be undone")
+		expectUnchanged(c, rv)
+	})
+})
+
+var _ = Describe("kubectl", func() {
+	It("explains the API and lists every kind under the fleet category", func() {
+		kubectl := testEnv.ControlPlane.KubeCtl()
+		out, errOut, err := kubectl.Run("explain", "workerregistration.spec.process")
+		Expect(err).NotTo(HaveOccurred(), readAll(errOut))
+		text := readAll(out)
+		Expect(text).To(ContainSubstring("startTime"))
+		Expect(text).To(ContainSubstring("boot_id"))
+
+		out, errOut, err = kubectl.Run("get", "fleet", "-A", "-o", "name")
+		Expect(err).NotTo(HaveOccurred(), readAll(errOut))
+		names := readAll(out)
+		for _, kind := range []string{"workerregistration", "retirementplan", "taskclaim"} {
+			Expect(names).To(ContainSubstring(kind + ".fleet.giteatools.dev/"))
+		}
+	})
+})
+
+func readAll(r interface{ Read([]byte) (int, error) }) string {
+	var sb strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := r.Read(buf)
+		sb.Write(buf[:n])
+		if err != nil {
+			return sb.String()
+		}
+	}
+}
