@@ -212,9 +212,11 @@ type RetirementPlanStatus struct {
 	ProtectedActiveWorkflowOwners []string `json:"protectedActiveWorkflowOwners,omitempty"`
 
 	// mutationPerformed is true only when the apply retired at least one row.
+	// +optional
 	MutationPerformed bool `json:"mutationPerformed"`
 
 	// readOnly is true for a dry-run plan.
+	// +optional
 	ReadOnly bool `json:"readOnly"`
 
 	// plannedAt is when the plan was computed.

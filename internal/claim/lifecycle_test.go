@@ -1,0 +1,146 @@
+package claim
+
+import (
+	"testing"
+	"time"
+)
+
+func TestCheckActive(t *testing.T) {
+	type env struct {
+		c                   Capability
+		now                 time.Time
+		st                  TargetState
+		w                   Worker
+		released, completed bool
+	}
+	setup := func(t *testing.T, in ValidateInput) env {
+		return env{c: fxCapability(t, in), now: in.Now.Add(time.Minute), st: fxActiveState(in), w: in.Worker}
+	}
+	tests := []struct {
+		name string
+		in   func() ValidateInput
+		mut  func(*env)
+		want string
+	}{
+		{"stands", prIn, func(*env) {}, ""},
+		{"issue stands", issueIn, func(*env) {}, ""},
+		{"issue survives base-branch movement", issueIn, func(e *env) { e.st.ParityRevision = "abc1234" }, ""},
+		{"released", prIn, func(e *env) { e.released = true }, TriggerRelease},
+		{"release wins over everything", prIn, func(e *env) { e.released, e.completed, e.now = true, true, e.c.ExpiresAt }, TriggerRelease},
+		{"cycle complete", prIn, func(e *env) { e.completed = true }, ExpiryCycleComplete},
+		{"merged by this merger is completion", func() ValidateInput {
+			return fxValidateInput(fxWorker("w1", "carol"), fxPR(), prStateFor(RoleMerger))
+		}, func(e *env) { e.completed, e.st.State, e.st.Merged = true, StateClosed, true }, ExpiryCycleComplete},
+		{"expired", prIn, func(e *env) { e.now = e.c.ExpiresAt }, ExpiryExpired},
+		{"expired beyond", prIn, func(e *env) { e.now = e.c.ExpiresAt.Add(time.Hour) }, ExpiryExpired},
+		{"no expiry set", prIn, func(e *env) { e.c.ExpiresAt = time.Time{} }, ExpiryExpired},
+		{"blocking dependency added", issueIn, func(e *env) {
+			e.st.Dependencies = append(e.st.Dependencies, DependencyEdge{Repository: fxRepo, Number: 8, State: StateOpen})
+		}, TriggerBlock},
+		{"dependency reopened", issueIn, func(e *env) {
+			e.st.Dependencies = []DependencyEdge{{Repository: fxRepo, Number: 7, State: StateOpen}}
+		}, TriggerBlock},
+		{"blocked label", prIn, func(e *env) { e.st.Labels = []string{"BLOCKED"} }, TriggerBlock},
+		{"role re-derived differently", prIn, func(e *env) { e.st.Approved = true }, TriggerFailedValidation},
+		{"closed by someone else", prIn, func(e *env) { e.st.State = StateClosed }, TriggerFailedValidation},
+		{"independence now fails", prIn, func(e *env) { e.st.Pushers = append(e.st.Pushers, "Carol") }, TriggerFailedValidation},
+		{"author unknown now", prIn, func(e *env) { e.st.Author = "" }, TriggerFailedValidation},
+		{"head moved", prIn, func(e *env) { e.st.Target.HeadSHA = fxOtherHead }, TriggerStaleState},
+		{"parity moved", prIn, func(e *env) { e.st.ParityRevision = "abc1234" }, TriggerStaleState},
+		{"parity not carried", prIn, func(e *env) { e.c.ParityRevision = "" }, TriggerStaleState},
+		{"state read of another item", prIn, func(e *env) { e.st.Target.Number = 58 }, TriggerStaleState},
+		{"state unknown", issueIn, func(e *env) { e.st.State = "" }, TriggerStaleState},
+		{"record gone", prIn, func(e *env) { e.st.ClaimRecord = nil }, TriggerOwnershipLoss},
+		{"record replaced", prIn, func(e *env) { e.st.ClaimRecord = foreignRecord() }, TriggerOwnershipLoss},
+		{"record released in Gitea", prIn, func(e *env) { e.st.ClaimRecord.State = RecordStateReleased }, TriggerOwnershipLoss},
+		{"record expired in Gitea", prIn, func(e *env) { e.st.ClaimRecord.ExpiresAt = e.now }, TriggerOwnershipLoss},
+		{"lease holder changed", prIn, func(e *env) { e.st.LeaseHolder = "rival-claim-9191" }, TriggerOwnershipLoss},
+		{"lease released", prIn, func(e *env) { e.st.LeaseHolder = "" }, TriggerOwnershipLoss},
+		{"lease generation moved", prIn, func(e *env) { e.st.LeaseGeneration = "302" }, TriggerOwnershipLoss},
+		{"assigned to someone else", issueIn, func(e *env) { e.st.Assignees = []string{"rivalperson"} }, TriggerOwnershipLoss},
+		{"worker retired", prIn, func(e *env) { e.w.Phase = PhaseRetired }, TriggerOwnershipLoss},
+		{"worker stale", prIn, func(e *env) { e.w.OwnershipState = OwnershipStale }, TriggerOwnershipLoss},
+		{"worker identity changed", prIn, func(e *env) { e.w.Identity = "dave" }, TriggerOwnershipLoss},
+		{"other worker", prIn, func(e *env) { e.w.Name = "w2" }, TriggerOwnershipLoss},
+		{"ownership before staleness", prIn, func(e *env) {
+			e.st.LeaseHolder, e.st.Target.HeadSHA = "", fxOtherHead
+		}, TriggerOwnershipLoss},
+		{"staleness before block", prIn, func(e *env) {
+			e.st.Target.HeadSHA, e.st.Labels = fxOtherHead, []string{LabelBlocked}
+		}, TriggerStaleState},
+		{"block before failed validation", prIn, func(e *env) {
+			e.st.Labels, e.st.Approved = []string{LabelBlocked}, true
+		}, TriggerBlock},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := setup(t, tt.in())
+			tt.mut(&e)
+			trigger, ends := CheckActive(e.c, e.now, e.st, e.w, e.released, e.completed)
+			if trigger != tt.want || ends != (tt.want != "") {
+				t.Fatalf("CheckActive = %q %v, want %q", trigger, ends, tt.want)
+			}
+			if tt.want != "" && IsRevocation(trigger) == IsExpiry(trigger) {
+				t.Fatalf("trigger %q is not exactly one of revocation or expiry", trigger)
+			}
+		})
+	}
+}
+
+func TestTriggerPartition(t *testing.T) {
+	for _, tr := range []string{TriggerRelease, TriggerBlock, TriggerFailedValidation, TriggerStaleState, TriggerOwnershipLoss} {
+		if !IsRevocation(tr) || IsExpiry(tr) {
+			t.Errorf("%s should be a revocation", tr)
+		}
+	}
+	for _, tr := range []string{ExpiryExpired, ExpiryCycleComplete} {
+		if IsRevocation(tr) || !IsExpiry(tr) {
+			t.Errorf("%s should be an expiry", tr)
+		}
+	}
+	if IsRevocation("") || IsExpiry("") {
+		t.Error("empty trigger classified")
+	}
+}
+
+// TestReturnToNeutral: after release or completion the capability is gone;
+// the worker, now neutral, holds nothing, can inspect and validate again,
+// and its ended record no longer counts as a claim on the target.
+func TestReturnToNeutral(t *testing.T) {
+	for _, end := range []struct {
+		name                string
+		released, completed bool
+		recordState         string
+	}{
+		{"release", true, false, RecordStateReleased},
+		{"completion", false, true, RecordStateCompleted},
+	} {
+		t.Run(end.name, func(t *testing.T) {
+			in := issueIn()
+			c := fxCapability(t, in)
+			st := fxActiveState(in)
+			trigger, ends := CheckActive(c, in.Now, st, in.Worker, end.released, end.completed)
+			if !ends || trigger == "" {
+				t.Fatal("capability did not end")
+			}
+			// The reconciler drops the capability: the worker is neutral.
+			var held *Capability
+			q := Query{Worker: "w1", Repository: fxRepo, Target: fxIssue(), Operation: OpPushBranch, Now: in.Now}
+			if ok, reason := Authorize(held, false, q); ok || reason != ReasonNoCapability {
+				t.Fatalf("neutral worker allowed: %s", reason)
+			}
+			// The old capability, should anyone still hold a copy, is refused as revoked.
+			if ok, reason := Authorize(&c, true, q); ok || reason != ReasonRevoked {
+				t.Fatalf("ended capability allowed: %s", reason)
+			}
+			// Ended record and a released Lease: a new validation by anyone succeeds.
+			st.ClaimRecord.State = end.recordState
+			st.LeaseHolder = ""
+			other := fxValidateInput(fxWorker("w2", "erin"), fxIssue(), st)
+			other.ClaimID = "claim-uid-next"
+			if _, r := Validate(other); r.Outcome != OutcomeValidated {
+				t.Fatalf("target still claimed after %s: %+v", end.name, r)
+			}
+		})
+	}
+}

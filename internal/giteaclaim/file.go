@@ -1,0 +1,127 @@
+package giteaclaim
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"code.gitea.io/sdk/gitea"
+)
+
+// FileCommit describes the repository state of a published file.
+type FileCommit struct {
+	// Path is the file's path in the repository.
+	Path string
+	// CommitSHA is the commit that wrote the content now on the default
+	// branch: the new commit, or the last one that touched the file when the
+	// content was already there.
+	CommitSHA string
+	// BlobSHA is the git blob id of the content.
+	BlobSHA string
+	// Changed is true when this call made a commit.
+	Changed bool
+}
+
+// PublishFile makes content the content of path on the repository's default
+// branch, creating or updating the file with a commit carrying message. When
+// the file already holds exactly content nothing is written. An update is
+// guarded by the blob id just read, so a concurrent change of the file fails
+// the call instead of being overwritten.
+func (c *Client) PublishFile(ctx context.Context, repo, path string, content []byte, message string) (FileCommit, error) {
+	owner, name, err := splitRepo(repo)
+	if err != nil {
+		return FileCommit{}, err
+	}
+	path = strings.TrimPrefix(path, "/")
+	if path == "" {
+		return FileCommit{}, fmt.Errorf("%w: file path is empty", ErrInvalidArgument)
+	}
+	if message == "" {
+		message = "Publish " + path
+	}
+	contentsPath := repoPath(owner, name) + "/contents/" + pathEscape(path)
+	sdk := c.SDK(ctx)
+
+	cur, resp, err := sdk.GetContents(owner, name, "", path)
+	apiErr := sdkErr("GET", contentsPath, resp, err)
+	switch {
+	case err == nil:
+		if cur.Type != "file" {
+			return FileCommit{}, fmt.Errorf("%w: %s in %s is a %s, not a file", ErrInvalidArgument, path, repo, cur.Type)
+		}
+		existing, err := decodeContent(cur)
+		if err != nil {
+			return FileCommit{}, fmt.Errorf("reading %s in %s: %w", path, repo, err)
+		}
+		if bytes.Equal(existing, content) {
+			out := FileCommit{Path: path, BlobSHA: cur.SHA}
+			if cur.LastCommitSha != nil {
+				out.CommitSHA = *cur.LastCommitSha
+			}
+			return out, nil
+		}
+		fr, resp, err := sdk.UpdateFile(owner, name, path, gitea.UpdateFileOptions{
+			FileOptions: gitea.FileOptions{Message: message},
+			SHA:         cur.SHA,
+			Content:     base64.StdEncoding.EncodeToString(content),
+		})
+		if err != nil {
+			return FileCommit{}, fmt.Errorf("updating %s in %s: %w", path, repo, sdkErr("PUT", contentsPath, resp, err))
+		}
+		return fileCommit(path, fr)
+	case errors.Is(apiErr, ErrNotFound):
+		fr, resp, err := sdk.CreateFile(owner, name, path, gitea.CreateFileOptions{
+			FileOptions: gitea.FileOptions{Message: message},
+			Content:     base64.StdEncoding.EncodeToString(content),
+		})
+		if err != nil {
+			return FileCommit{}, fmt.Errorf("creating %s in %s: %w", path, repo, sdkErr("POST", contentsPath, resp, err))
+		}
+		return fileCommit(path, fr)
+	case resp != nil && resp.Response != nil && resp.StatusCode == http.StatusOK:
+		// The SDK could not decode a single file: the path is a directory.
+		return FileCommit{}, fmt.Errorf("%w: %s in %s is not a file: %w", ErrInvalidArgument, path, repo, err)
+	default:
+		return FileCommit{}, fmt.Errorf("reading %s in %s: %w", path, repo, apiErr)
+	}
+}
+
+// decodeContent returns the bytes of a file read through the contents API.
+func decodeContent(cr *gitea.ContentsResponse) ([]byte, error) {
+	if cr.Content == nil {
+		return nil, errors.New("contents API returned no content")
+	}
+	if cr.Encoding != nil && *cr.Encoding != "base64" {
+		return nil, fmt.Errorf("contents API returned encoding %q", *cr.Encoding)
+	}
+	return base64.StdEncoding.DecodeString(*cr.Content)
+}
+
+// fileCommit extracts the commit and blob of a contents API write.
+func fileCommit(path string, fr *gitea.FileResponse) (FileCommit, error) {
+	out := FileCommit{Path: path, Changed: true}
+	if fr != nil && fr.Commit != nil {
+		out.CommitSHA = fr.Commit.SHA
+	}
+	if fr != nil && fr.Content != nil {
+		out.BlobSHA = fr.Content.SHA
+	}
+	if out.CommitSHA == "" {
+		return FileCommit{}, fmt.Errorf("writing %s: %w: Gitea returned no commit", path, ErrUnverified)
+	}
+	return out, nil
+}
+
+// pathEscape escapes each segment of a slash-separated path.
+func pathEscape(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}

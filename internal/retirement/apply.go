@@ -1,0 +1,307 @@
+/*
+Copyright 2026 The fleet-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package retirement
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/giteatools/fleet-controller/internal/fleet"
+)
+
+// Approval is what a reviewer copied from a plan into spec.approval.
+type Approval struct {
+	// RegistryFingerprint must equal the fresh plan's registry fingerprint.
+	RegistryFingerprint string
+	// CandidateFingerprint must equal the fresh plan's candidate fingerprint.
+	CandidateFingerprint string
+	// WorkerIdentities are the identities to retire.
+	WorkerIdentities []string
+}
+
+// ApplyDecision is the pure verdict taken after the authoritative re-read and
+// before any write.
+type ApplyDecision struct {
+	// Proceed is true when the controller may start retiring Retire.
+	Proceed bool
+	// Outcome is the outcome to stop with when Proceed is false; empty when
+	// Proceed is true (the run ends as applied or transaction_failed, see
+	// Summarize).
+	Outcome string
+	// Detail explains a stop.
+	Detail string
+	// RequestedIdentities is the approval's identity list, normalised.
+	RequestedIdentities []string
+	// Retire lists the fresh rows to retire, in identity order.
+	Retire []Row
+	// Preserved holds assessments for requested identities that are not in
+	// the fresh candidate set (reason not_in_candidate_set).
+	Preserved []Assessment
+}
+
+// DecideApply compares an approval against a plan recomputed from the rows
+// just re-read from the API server (fresh must be BuildPlan over freshRows,
+// with freshly listed task claims) and decides whether apply may proceed.
+//
+// Stops, checked in this order:
+//   - nothing_requested: the approval names no identity;
+//   - already_retired: every requested identity is a row that is already
+//     Retired (an idempotent replay after a successful apply, whose
+//     fingerprints have necessarily moved);
+//   - registry_revision_moved: the registry fingerprint differs;
+//   - candidate_set_moved: the candidate fingerprint differs.
+//
+// Otherwise every requested identity is revalidated against the fresh plan:
+// candidates are returned in Retire (sorted by identity), the others are
+// preserved with not_in_candidate_set, carrying the fresh plan's reason in
+// their evidence. Matching tokens are necessary, never sufficient: the
+// caller must still run RecheckBeforeWrite and a guarded update per row.
+func DecideApply(req Approval, fresh Plan, freshRows []Row) ApplyDecision {
+	ids := NormalizeIdentities(req.WorkerIdentities)
+	d := ApplyDecision{RequestedIdentities: ids}
+	if len(ids) == 0 {
+		d.Outcome, d.Detail = OutcomeNothingRequested, "the approval names no worker identity"
+		return d
+	}
+
+	byName := make(map[string][]*Row, len(freshRows))
+	for i := range freshRows {
+		r := &freshRows[i]
+		byName[r.Name] = append(byName[r.Name], r)
+	}
+	allRetired := true
+	for _, id := range ids {
+		rs := byName[id]
+		if len(rs) == 0 {
+			allRetired = false
+			break
+		}
+		for _, r := range rs {
+			if r.Phase != fleet.Retired {
+				allRetired = false
+				break
+			}
+		}
+		if !allRetired {
+			break
+		}
+	}
+	if allRetired {
+		d.Outcome, d.Detail = OutcomeAlreadyRetired, "every requested registration is already Retired"
+		return d
+	}
+
+	if req.RegistryFingerprint != fresh.RegistryFingerprint {
+		d.Outcome = OutcomeRegistryRevisionMoved
+		d.Detail = fmt.Sprintf("registry fingerprint is now %s, approval carries %s", fresh.RegistryFingerprint, req.RegistryFingerprint)
+		return d
+	}
+	if req.CandidateFingerprint != fresh.CandidateFingerprint {
+		d.Outcome = OutcomeCandidateSetMoved
+		d.Detail = fmt.Sprintf("candidate fingerprint is now %s, approval carries %s", fresh.CandidateFingerprint, req.CandidateFingerprint)
+		return d
+	}
+
+	candidates := make(map[string]struct{}, len(fresh.Candidates))
+	for _, a := range fresh.Candidates {
+		candidates[a.WorkerIdentity] = struct{}{}
+	}
+	preserved := make(map[string]Assessment, len(fresh.Preserved))
+	for _, a := range fresh.Preserved {
+		if _, dup := preserved[a.WorkerIdentity]; !dup {
+			preserved[a.WorkerIdentity] = a
+		}
+	}
+	for _, id := range ids {
+		if _, ok := candidates[id]; ok {
+			if rs := byName[id]; len(rs) == 1 {
+				d.Retire = append(d.Retire, *rs[0])
+				continue
+			}
+		}
+		ev := map[string]string{}
+		detail := fmt.Sprintf("worker %q is not in the candidate set recomputed at apply time", id)
+		if a, ok := preserved[id]; ok {
+			for k, v := range a.Evidence {
+				ev[k] = v
+			}
+			ev[EvidencePlanReasonCode] = a.ReasonCode
+			detail += fmt.Sprintf(" (%s: %s)", a.ReasonCode, a.Detail)
+		} else if _, ok := candidates[id]; !ok {
+			detail += " (no such registration)"
+		}
+		d.Preserved = append(d.Preserved, Assessment{
+			WorkerIdentity: id,
+			ReasonCode:     ReasonNotInCandidateSet,
+			Detail:         detail,
+			Evidence:       ev,
+		})
+	}
+	d.Proceed = true
+	return d
+}
+
+// RecheckBeforeWrite is the last liveness check for one row, run right
+// before its guarded update. It must affirmatively re-establish that this
+// exact process is gone; anything less keeps the row:
+//   - probe == nil (no prober configured) → liveness_reprobe_unavailable;
+//   - the row is not on this host / boot ids unknown → host_binding_unproven /
+//     boot_identity_unknown;
+//   - no registered start time → incomplete_registry_identity (nothing to
+//     compare against);
+//   - otherwise the verdict after the same start-time comparison Plan uses:
+//     unknown → pid_liveness_unknown, alive → pid_alive,
+//     reused → pid_reuse_detected, gone → ok (eligible_stale_orphan).
+func RecheckBeforeWrite(row Row, probe *Probe, host Host) (ok bool, reason, detail string) {
+	if probe == nil {
+		return false, ReasonLivenessReprobeUnavailable, "no liveness prober is available, so the process cannot be shown gone"
+	}
+	if blank(host.HostID) || row.HostID != host.HostID {
+		return false, ReasonHostBindingUnproven, fmt.Sprintf("registered on host %q but retirement runs on host %q", row.HostID, host.HostID)
+	}
+	if blank(row.BootID) || blank(host.BootID) {
+		return false, ReasonBootIdentityUnknown, "boot identity is unknown on the registration or on this host"
+	}
+	if row.StartTime == nil || row.PID <= 0 {
+		return false, ReasonIncompleteIdentity, "no registered pid and start time to compare the probe against"
+	}
+	state, why := effectivePIDState(&row, probe, host)
+	switch state {
+	case fleet.PIDGone:
+		return true, ReasonEligibleStaleOrphan, "re-probe confirmed the process is gone: " + why
+	case fleet.PIDAlive:
+		return false, ReasonPIDAlive, fmt.Sprintf("pid %d is running again: %s", row.PID, why)
+	case fleet.PIDReused:
+		return false, ReasonPIDReuseDetected, fmt.Sprintf("pid %d is held by another process incarnation: %s", row.PID, why)
+	default:
+		return false, ReasonPIDLivenessUnknown, "re-probe gave no definite answer: " + why
+	}
+}
+
+// ParseIdentities parses a worker identity list given either as a JSON array
+// of strings or as comma-separated text. Entries are trimmed; empty ones and
+// duplicates are dropped and the result is sorted. Text that starts like a
+// JSON array but is not a valid array of strings yields nil, which apply
+// treats as nothing requested rather than guessing.
+func ParseIdentities(s string) []string {
+	t := strings.TrimSpace(s)
+	if strings.HasPrefix(t, "[") {
+		var list []string
+		if err := json.Unmarshal([]byte(t), &list); err != nil {
+			return nil
+		}
+		return NormalizeIdentities(list)
+	}
+	return NormalizeIdentities(strings.Split(t, ","))
+}
+
+// NormalizeIdentities trims, de-duplicates and sorts identities, dropping
+// empty entries. It returns nil for an empty result.
+func NormalizeIdentities(ids []string) []string {
+	seen := make(map[string]struct{}, len(ids))
+	var out []string
+	for _, id := range ids {
+		id = strings.TrimSpace(id)
+		if id == "" {
+			continue
+		}
+		if _, ok := seen[id]; ok {
+			continue
+		}
+		seen[id] = struct{}{}
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// UntouchedAssessments builds preserved assessments for rows the controller
+// did not get to write (for example reason external_fence_moved once the
+// active task claims changed mid-apply).
+func UntouchedAssessments(rows []Row, reason, detail string) []Assessment {
+	out := make([]Assessment, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, Assessment{
+			WorkerIdentity: r.Name,
+			ReasonCode:     reason,
+			Detail:         detail,
+			Evidence:       map[string]string{EvidencePhase: r.Phase, EvidenceOwnershipState: r.OwnershipState},
+		})
+	}
+	return out
+}
+
+// ApplyReport is the final, reportable result of an apply run.
+type ApplyReport struct {
+	// Outcome is one of the Outcome* constants.
+	Outcome string
+	// MutationPerformed is true only when at least one row was retired.
+	MutationPerformed bool
+	// RetiredCount is len(Retired).
+	RetiredCount int
+	// Retired lists the identities actually retired, sorted.
+	Retired []string
+	// Preserved lists every requested identity that was not retired, with
+	// its reason, sorted by identity.
+	Preserved []Assessment
+	// Interrupted is true when the per-row loop stopped early (fence moved or
+	// an error). Such a run is never a clean apply: Retired says exactly
+	// which rows were written.
+	Interrupted bool
+	// Detail explains an interruption or a stop.
+	Detail string
+}
+
+// Summarize turns a decision and what the controller then did into the
+// reported result.
+//
+// Kubernetes has no multi-object transaction, so unlike a database-backed
+// registry an interrupted run may already have retired some rows. The rule:
+// when the decision was a stop, its outcome is reported unchanged; when the
+// run was interrupted (interruption != "") before anything was retired, the
+// outcome is transaction_failed; otherwise it is applied, with Interrupted
+// set whenever the loop stopped early, so a partial run is never presented
+// as a clean one.
+func Summarize(d ApplyDecision, retired []string, preserved []Assessment, interruption string) ApplyReport {
+	if !d.Proceed {
+		return ApplyReport{Outcome: d.Outcome, Preserved: sortAssessments(d.Preserved), Detail: d.Detail}
+	}
+	rep := ApplyReport{
+		Retired:     NormalizeIdentities(retired),
+		Interrupted: interruption != "",
+		Detail:      interruption,
+	}
+	all := make([]Assessment, 0, len(d.Preserved)+len(preserved))
+	all = append(all, d.Preserved...)
+	all = append(all, preserved...)
+	rep.Preserved = sortAssessments(all)
+	rep.RetiredCount = len(rep.Retired)
+	rep.MutationPerformed = rep.RetiredCount > 0
+	if rep.Interrupted && rep.RetiredCount == 0 {
+		rep.Outcome = OutcomeTransactionFailed
+	} else {
+		rep.Outcome = OutcomeApplied
+	}
+	return rep
+}
+
+func sortAssessments(as []Assessment) []Assessment {
+	sort.SliceStable(as, func(i, j int) bool { return as[i].WorkerIdentity < as[j].WorkerIdentity })
+	return as
+}

@@ -1,0 +1,245 @@
+/*
+Copyright 2026 The fleet-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package retirement
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrInvalidNumber is wrapped by every error CanonicalNumber returns.
+var ErrInvalidNumber = errors.New("invalid number")
+
+// maxExponentMagnitude bounds the decimal exponent a Number may carry. It is
+// far beyond anything a TTL needs and keeps canonical forms short.
+const maxExponentMagnitude = 1_000_000
+
+// Number is a decimal number kept as text, the way it was stored (for
+// example a TTL that went through a float column as "900.0"). Two Numbers
+// with the same value have the same canonical form: 900, 900.0, 9e2,
+// "900" (quoted) and 0900 all canonicalise to "900". NaN, infinities and
+// anything that is not a plain decimal literal are invalid; they never panic,
+// they simply fail validation.
+type Number string
+
+// NumberFromInt returns the Number for an integer.
+func NumberFromInt(i int64) Number { return Number(strconv.FormatInt(i, 10)) }
+
+// NumberFromFloat returns the Number for a float. NaN and ±Inf produce a
+// Number that is invalid (Canonical returns an error).
+func NumberFromFloat(f float64) Number { return Number(strconv.FormatFloat(f, 'g', -1, 64)) }
+
+// Canonical returns the canonical text of n, or an error wrapping
+// ErrInvalidNumber.
+func (n Number) Canonical() (string, error) { return CanonicalNumber(string(n)) }
+
+// Positive reports whether n is a valid number strictly greater than zero.
+func (n Number) Positive() bool {
+	c, err := n.Canonical()
+	return err == nil && c != "0" && c[0] != '-'
+}
+
+// Duration interprets n as a number of seconds. Values beyond the range of
+// time.Duration saturate at its limits; an invalid Number returns an error.
+func (n Number) Duration() (time.Duration, error) {
+	c, err := n.Canonical()
+	if err != nil {
+		return 0, err
+	}
+	return secondsToDuration(c), nil
+}
+
+// secondsToDuration converts a canonical decimal (always valid float syntax)
+// into a saturating duration.
+func secondsToDuration(canonical string) time.Duration {
+	if i, err := strconv.ParseInt(canonical, 10, 64); err == nil {
+		if i > math.MaxInt64/int64(time.Second) {
+			return time.Duration(math.MaxInt64)
+		}
+		if i < math.MinInt64/int64(time.Second) {
+			return time.Duration(math.MinInt64)
+		}
+		return time.Duration(i) * time.Second
+	}
+	// A range error still yields ±Inf or ±0, both handled below.
+	f, _ := strconv.ParseFloat(canonical, 64)
+	ns := f * float64(time.Second)
+	switch {
+	case math.IsNaN(ns):
+		return 0
+	case ns >= math.MaxInt64:
+		return time.Duration(math.MaxInt64)
+	case ns <= math.MinInt64:
+		return time.Duration(math.MinInt64)
+	}
+	return time.Duration(ns)
+}
+
+// CanonicalNumber returns the canonical text of a decimal literal.
+//
+// Accepted input: optional surrounding whitespace, optionally one pair of
+// double quotes around the literal, an optional sign, digits with at most
+// one decimal point (at least one digit overall), and an optional exponent
+// (e or E, optional sign, digits). Everything else is rejected, notably NaN,
+// Inf, hexadecimal and empty text.
+//
+// The canonical form depends only on the value: leading and trailing zeros
+// are dropped, zero is "0" (never "-0"), integers up to 21 digits are
+// written out in full, small fractions as "0.xxx", and the rest in
+// scientific notation "d.ddde±x".
+func CanonicalNumber(s string) (string, error) {
+	t := strings.TrimSpace(s)
+	if len(t) >= 2 && t[0] == '"' && t[len(t)-1] == '"' {
+		t = strings.TrimSpace(t[1 : len(t)-1])
+	}
+	if fastCanonicalInt(t) {
+		return t, nil
+	}
+	// "900.0", "900.000": a canonical integer followed by a zero fraction.
+	if dot := strings.IndexByte(t, '.'); dot > 0 && fastCanonicalInt(t[:dot]) && allZeros(t[dot+1:]) {
+		return t[:dot], nil
+	}
+	i := 0
+	neg := false
+	if i < len(t) && (t[i] == '+' || t[i] == '-') {
+		neg = t[i] == '-'
+		i++
+	}
+	intStart := i
+	for i < len(t) && isDigit(t[i]) {
+		i++
+	}
+	intPart := t[intStart:i]
+	fracPart := ""
+	if i < len(t) && t[i] == '.' {
+		i++
+		fs := i
+		for i < len(t) && isDigit(t[i]) {
+			i++
+		}
+		fracPart = t[fs:i]
+	}
+	if intPart == "" && fracPart == "" {
+		return "", fmt.Errorf("%w: %q has no digits", ErrInvalidNumber, s)
+	}
+	exp := 0
+	if i < len(t) && (t[i] == 'e' || t[i] == 'E') {
+		i++
+		expNeg := false
+		if i < len(t) && (t[i] == '+' || t[i] == '-') {
+			expNeg = t[i] == '-'
+			i++
+		}
+		es := i
+		for i < len(t) && isDigit(t[i]) {
+			if exp > maxExponentMagnitude {
+				return "", fmt.Errorf("%w: exponent of %q out of range", ErrInvalidNumber, s)
+			}
+			exp = exp*10 + int(t[i]-'0')
+			i++
+		}
+		if i == es {
+			return "", fmt.Errorf("%w: %q has an empty exponent", ErrInvalidNumber, s)
+		}
+		if exp > maxExponentMagnitude {
+			return "", fmt.Errorf("%w: exponent of %q out of range", ErrInvalidNumber, s)
+		}
+		if expNeg {
+			exp = -exp
+		}
+	}
+	if i != len(t) {
+		return "", fmt.Errorf("%w: unexpected text in %q", ErrInvalidNumber, s)
+	}
+
+	// value = digits × 10^exp, with digits = intPart+fracPart.
+	digits := intPart + fracPart
+	exp -= len(fracPart)
+	digits = strings.TrimLeft(digits, "0")
+	trimmed := strings.TrimRight(digits, "0")
+	exp += len(digits) - len(trimmed)
+	digits = trimmed
+	if digits == "" {
+		return "0", nil
+	}
+
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	k := len(digits)
+	point := k + exp // digits before the decimal point
+	switch {
+	case exp >= 0 && point <= 21:
+		b.WriteString(digits)
+		b.WriteString(strings.Repeat("0", exp))
+	case exp < 0 && point > 0:
+		b.WriteString(digits[:point])
+		b.WriteByte('.')
+		b.WriteString(digits[point:])
+	case exp < 0 && point > -6:
+		b.WriteString("0.")
+		b.WriteString(strings.Repeat("0", -point))
+		b.WriteString(digits)
+	default:
+		b.WriteByte(digits[0])
+		if k > 1 {
+			b.WriteByte('.')
+			b.WriteString(digits[1:])
+		}
+		b.WriteByte('e')
+		e := point - 1
+		if e >= 0 {
+			b.WriteByte('+')
+		}
+		b.WriteString(strconv.Itoa(e))
+	}
+	return b.String(), nil
+}
+
+// fastCanonicalInt reports whether t is already canonical: a non-zero
+// integer of at most 21 digits without sign or leading zero, or "0".
+func fastCanonicalInt(t string) bool {
+	if t == "0" {
+		return true
+	}
+	if len(t) == 0 || len(t) > 21 || t[0] == '0' {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if !isDigit(t[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// allZeros reports whether s consists of '0' characters only ("" included).
+func allZeros(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '0' {
+			return false
+		}
+	}
+	return true
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
