@@ -30,24 +30,30 @@ type SubjectAccessReviewChecker struct {
 // CanApprove reports whether user holds the approve verb on retirementplans in namespace.
 // Service-account users get their implicit groups so group bindings are honoured.
 func (c SubjectAccessReviewChecker) CanApprove(ctx context.Context, user, namespace string) (bool, string, error) {
+	return sarAllowed(ctx, c.Client, user, namespace, ApproveVerb, "retirementplans")
+}
+
+// sarAllowed asks the authorizer whether user may perform verb on resource (of this API
+// group) in namespace.
+func sarAllowed(ctx context.Context, c client.Client, user, namespace, verb, resource string) (bool, string, error) {
 	sar := &authorizationv1.SubjectAccessReview{
 		Spec: authorizationv1.SubjectAccessReviewSpec{
 			User:   user,
 			Groups: implicitGroups(user),
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: namespace,
-				Verb:      ApproveVerb,
+				Verb:      verb,
 				Group:     fleetv1alpha1.GroupVersion.Group,
-				Resource:  "retirementplans",
+				Resource:  resource,
 			},
 		},
 	}
-	if err := c.Client.Create(ctx, sar); err != nil {
-		return false, "", fmt.Errorf("asking the authorizer whether %q may approve: %w", user, err)
+	if err := c.Create(ctx, sar); err != nil {
+		return false, "", fmt.Errorf("asking the authorizer whether %q may %s %s: %w", user, verb, resource, err)
 	}
 	reason := sar.Status.Reason
 	if !sar.Status.Allowed && reason == "" {
-		reason = fmt.Sprintf("user %q does not hold verb %q on retirementplans in namespace %q", user, ApproveVerb, namespace)
+		reason = fmt.Sprintf("user %q does not hold verb %q on %s in namespace %q", user, verb, resource, namespace)
 	}
 	return sar.Status.Allowed, reason, nil
 }

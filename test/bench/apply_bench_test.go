@@ -1,0 +1,391 @@
+// Package bench measures the RetirementPlan apply path against a real API server
+// (envtest: kube-apiserver and etcd) and compares it with the cheapest possible way of
+// writing the same rows, a bare Get + Status().Update loop.
+//
+// The package holds benchmarks only, so `go test ./...` runs nothing here and never
+// starts a control plane. Run it with the envtest binaries, for example:
+//
+//	KUBEBUILDER_ASSETS=$PWD/.cache/envtest/v1.37.2 go test ./test/bench/ -run '^$' -bench . -benchtime=1x
+//
+// Nothing but the CRDs is installed: no admission policies, no RBAC, no manager. The
+// reconciler is driven by hand and its approver check always allows, because this
+// measures throughput, not permissions (the envtest suite in controllers/ covers those).
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/controllers"
+	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/retirement"
+)
+
+const (
+	// benchRows is the number of registrations each benchmark writes.
+	benchRows = 1000
+	// benchHostID stands in for /etc/machine-id; the boot id and /proc are real.
+	benchHostID = "fleet-bench-host"
+	// benchRepo is the canonical repository every row is bound to.
+	benchRepo = "acme/widgets"
+	// deadPIDs is how many exited processes lend their pid numbers to the rows.
+	deadPIDs = 10
+	// setupWorkers is the number of goroutines creating objects (outside the timer).
+	setupWorkers = 8
+	// ratioGoal is the target for apply time per row over bare write time per row.
+	ratioGoal = 1.5
+)
+
+// The control plane is started by the first benchmark that needs it and stopped in
+// TestMain, so a plain `go test` (no -bench) never starts it.
+var (
+	envOnce sync.Once
+	env     *envtest.Environment
+	k8s     client.Client
+	facts   liveness.HostFacts
+	envErr  error
+	nsSeq   atomic.Int64
+)
+
+// Per-row figures of the last run of each benchmark, for the summary line.
+var (
+	applyNsPerRow float64
+	bareNsPerRow  float64
+)
+
+// TestMain runs the benchmarks, prints the apply/bare summary when both ran, and stops
+// the control plane if a benchmark started it.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if applyNsPerRow > 0 && bareNsPerRow > 0 {
+		ratio := applyNsPerRow / bareNsPerRow
+		verdict := "within"
+		if ratio > ratioGoal {
+			verdict = "ABOVE"
+		}
+		fmt.Printf("bench summary: apply %.0f ns/row, bare Get+Status().Update %.0f ns/row, ratio %.2fx (%s the %.1fx goal)\n",
+			applyNsPerRow, bareNsPerRow, ratio, verdict, ratioGoal)
+	}
+	if env != nil {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// startEnv starts envtest once with the project's CRDs and returns a plain client.
+func startEnv(b *testing.B) client.Client {
+	b.Helper()
+	if os.Getenv("KUBEBUILDER_ASSETS") == "" {
+		b.Skip("KUBEBUILDER_ASSETS is not set: run with KUBEBUILDER_ASSETS=$PWD/.cache/envtest/v1.37.2 (see `make bench`)")
+	}
+	envOnce.Do(func() {
+		logf.SetLogger(zap.New(zap.WriteTo(io.Discard)))
+		facts, _ = liveness.ReadHostFacts("")
+		if facts.BootID == "" {
+			envErr = fmt.Errorf("this machine has no /proc/sys/kernel/random/boot_id")
+			return
+		}
+		facts.HostID = benchHostID
+
+		scheme := runtime.NewScheme()
+		if err := clientgoscheme.AddToScheme(scheme); err != nil {
+			envErr = err
+			return
+		}
+		if err := fleetv1alpha1.AddToScheme(scheme); err != nil {
+			envErr = err
+			return
+		}
+		env = &envtest.Environment{
+			CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+			ErrorIfCRDPathMissing: true,
+		}
+		cfg, err := env.Start()
+		if err != nil {
+			envErr = fmt.Errorf("starting envtest: %w", err)
+			return
+		}
+		k8s, envErr = client.New(cfg, client.Options{Scheme: scheme})
+	})
+	if envErr != nil {
+		b.Fatal(envErr)
+	}
+	return k8s
+}
+
+// deadProcess is the pid and start time of a process that has exited.
+type deadProcess struct {
+	pid       int64
+	startTime int64
+}
+
+// exitedProcesses starts n short-lived children, records their pid and start time, and
+// kills and reaps them, so each pid number is free and the prober reports it gone.
+func exitedProcesses(b *testing.B, prober *liveness.ProcProber, n int) []deadProcess {
+	b.Helper()
+	out := make([]deadProcess, 0, n)
+	for range n {
+		cmd := exec.Command("sleep", "600")
+		if err := cmd.Start(); err != nil {
+			b.Fatalf("starting a child process: %v", err)
+		}
+		pid := int64(cmd.Process.Pid)
+		st, err := liveness.ProcessStartTime("", pid)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if err != nil {
+			b.Fatalf("reading the start time of pid %d: %v", pid, err)
+		}
+		out = append(out, deadProcess{pid: pid, startTime: st})
+	}
+	for _, d := range out {
+		st := d.startTime
+		res := prober.Probe(context.Background(), liveness.Target{HostID: facts.HostID, BootID: facts.BootID, PID: d.pid, StartTime: &st})
+		if res.State != liveness.Gone {
+			b.Fatalf("pid %d of an exited child probes as %s (%s)", d.pid, res.State, res.Detail)
+		}
+	}
+	return out
+}
+
+// newNamespace creates a fresh namespace: a plan covers exactly one namespace.
+func newNamespace(ctx context.Context, b *testing.B, c client.Client, prefix string) string {
+	b.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), nsSeq.Add(1))}}
+	if err := c.Create(ctx, ns); err != nil {
+		b.Fatalf("creating namespace: %v", err)
+	}
+	return ns.Name
+}
+
+// rowName is the name (and worker identity) of row i.
+func rowName(i int) string { return fmt.Sprintf("w-%04d", i) }
+
+// createEligibleRows creates n registrations that every check of the planner accepts:
+// trusted instance ids, this host and boot, an exited pid (row i borrows pid i mod
+// len(dead), with a start time of its own), canonical repository, and a status written
+// directly (no WorkerRegistration controller runs here): Active, stale, heartbeat an
+// hour ago with a 60 s TTL.
+func createEligibleRows(ctx context.Context, b *testing.B, c client.Client, ns string, n int, dead []deadProcess) {
+	b.Helper()
+	hb := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	work := make(chan int)
+	errs := make(chan error, setupWorkers)
+	var wg sync.WaitGroup
+	for range setupWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				d := dead[i%len(dead)]
+				st := d.startTime + int64(i/len(dead)) // distinct (pid, startTime) per row
+				name := rowName(i)
+				wr := &fleetv1alpha1.WorkerRegistration{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+					Spec: fleetv1alpha1.WorkerRegistrationSpec{
+						ClientInstanceID:    "inst-" + name,
+						WorkerNamespace:     "slot-" + name,
+						Identity:            "bot-" + name,
+						Remote:              "origin",
+						Repository:          benchRepo,
+						HeartbeatTTLSeconds: 60,
+						Process:             fleetv1alpha1.ProcessIdentity{HostID: facts.HostID, BootID: facts.BootID, PID: d.pid, StartTime: &st},
+						GenerationID:        "gen-" + name,
+						SessionID:           "sess-" + name,
+					},
+				}
+				if err := c.Create(ctx, wr); err != nil {
+					errs <- fmt.Errorf("creating %s: %w", name, err)
+					return
+				}
+				wr.Status = fleetv1alpha1.WorkerRegistrationStatus{
+					Phase:           fleetv1alpha1.PhaseActive,
+					OwnershipState:  fleetv1alpha1.OwnershipStale,
+					LastHeartbeatAt: &hb,
+				}
+				if err := c.Status().Update(ctx, wr); err != nil {
+					errs <- fmt.Errorf("writing the status of %s: %w", name, err)
+					return
+				}
+			}
+		}()
+	}
+	var failed error
+feed:
+	for i := range n {
+		select {
+		case work <- i:
+		case failed = <-errs:
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	if failed == nil {
+		select {
+		case failed = <-errs:
+		default:
+		}
+	}
+	if failed != nil {
+		b.Fatal(failed)
+	}
+}
+
+// allowAll is an approver check that always allows: permissions are not measured here.
+type allowAll struct{}
+
+func (allowAll) CanApprove(context.Context, string, string) (bool, string, error) {
+	return true, "", nil
+}
+
+// discardEvents is an events.EventRecorder that drops everything.
+type discardEvents struct{}
+
+func (discardEvents) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...interface{}) {
+}
+
+// BenchmarkApply times one apply Reconcile of an approved plan over 1,000 eligible rows:
+// the authoritative re-read, fingerprint and candidate re-check, revalidation, approver
+// check, and per row the fence check, liveness re-probe and guarded status update,
+// followed by the post-apply snapshot and the status write. Creating the rows, planning
+// and approving happen with the timer stopped.
+func BenchmarkApply(b *testing.B) {
+	b.Run(fmt.Sprintf("rows=%d", benchRows), func(b *testing.B) {
+		b.StopTimer() // starting the control plane is not part of the figure
+		c := startEnv(b)
+		ctx := context.Background()
+		prober := &liveness.ProcProber{Facts: facts}
+		r := &controllers.RetirementPlanReconciler{
+			Client:     c,
+			APIReader:  c,
+			Prober:     prober,
+			Reprober:   prober,
+			Host:       retirement.Host{HostID: facts.HostID, BootID: facts.BootID},
+			Repository: benchRepo,
+			Approvers:  allowAll{},
+			Clock:      clock.RealClock{},
+			Recorder:   discardEvents{},
+		}
+
+		var timed time.Duration
+		for range b.N {
+			ns := newNamespace(ctx, b, c, "bench-apply")
+			createEligibleRows(ctx, b, c, ns, benchRows, exitedProcesses(b, prober, deadPIDs))
+
+			plan := &fleetv1alpha1.RetirementPlan{
+				ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: ns},
+				Spec:       fleetv1alpha1.RetirementPlanSpec{Remote: "origin", CanonicalRepository: benchRepo},
+			}
+			if err := c.Create(ctx, plan); err != nil {
+				b.Fatalf("creating the plan: %v", err)
+			}
+			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(plan)}
+			if _, err := r.Reconcile(ctx, req); err != nil {
+				b.Fatalf("planning: %v", err)
+			}
+			if err := c.Get(ctx, req.NamespacedName, plan); err != nil {
+				b.Fatalf("reading the plan: %v", err)
+			}
+			if plan.Status.Outcome != retirement.OutcomePlanned || plan.Status.CandidateCount != benchRows {
+				b.Fatalf("plan: outcome %q with %d candidates, want planned with %d (preserved: %v)",
+					plan.Status.Outcome, plan.Status.CandidateCount, benchRows, plan.Status.PreservedReasonCounts)
+			}
+			plan.Spec.Approval = &fleetv1alpha1.RetirementApproval{
+				RegistryFingerprint:  plan.Status.RegistryFingerprint,
+				CandidateFingerprint: plan.Status.CandidateFingerprint,
+				WorkerIdentities:     plan.Status.CandidateWorkerIdentities,
+				ApprovedBy:           "bench",
+			}
+			if err := c.Update(ctx, plan); err != nil {
+				b.Fatalf("approving the plan: %v", err)
+			}
+
+			start := time.Now()
+			b.StartTimer()
+			_, err := r.Reconcile(ctx, req)
+			b.StopTimer()
+			timed += time.Since(start)
+			if err != nil {
+				b.Fatalf("applying: %v", err)
+			}
+
+			if err := c.Get(ctx, req.NamespacedName, plan); err != nil {
+				b.Fatalf("reading the applied plan: %v", err)
+			}
+			s := plan.Status
+			if s.Outcome != retirement.OutcomeApplied || s.RetiredCount != benchRows || s.ApplyComplete == nil || !*s.ApplyComplete {
+				b.Fatalf("apply: outcome %q, retired %d of %d, %d preserved, message %q",
+					s.Outcome, s.RetiredCount, benchRows, len(s.ApplyPreserved), s.Message)
+			}
+		}
+		applyNsPerRow = float64(timed.Nanoseconds()) / float64(b.N*benchRows)
+		b.ReportMetric(applyNsPerRow, "ns/row")
+	})
+}
+
+// BenchmarkBareUpdateLoop is the baseline: the same 1,000 rows in a fresh namespace,
+// each read with Get and retired with one Status().Update, nothing else. It writes the
+// same status fields the controller writes, so the two figures differ only by the
+// controller's checks. When BenchmarkApply ran first it also reports apply/bare.
+func BenchmarkBareUpdateLoop(b *testing.B) {
+	b.Run(fmt.Sprintf("rows=%d", benchRows), func(b *testing.B) {
+		b.StopTimer() // starting the control plane is not part of the figure
+		c := startEnv(b)
+		ctx := context.Background()
+		prober := &liveness.ProcProber{Facts: facts}
+
+		var timed time.Duration
+		for range b.N {
+			ns := newNamespace(ctx, b, c, "bench-bare")
+			createEligibleRows(ctx, b, c, ns, benchRows, exitedProcesses(b, prober, deadPIDs))
+
+			start := time.Now()
+			b.StartTimer()
+			for i := range benchRows {
+				wr := &fleetv1alpha1.WorkerRegistration{}
+				if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: rowName(i)}, wr); err != nil {
+					b.Fatalf("reading %s: %v", rowName(i), err)
+				}
+				now := metav1.NewTime(time.Now())
+				wr.Status.Phase = fleetv1alpha1.PhaseRetired
+				wr.Status.OwnershipState = fleetv1alpha1.OwnershipHistorical
+				wr.Status.RetiredAt = &now
+				wr.Status.RetiredBy = ns + "/bare"
+				wr.Status.RetirementReason = retirement.ReasonEligibleStaleOrphan
+				if err := c.Status().Update(ctx, wr); err != nil {
+					b.Fatalf("retiring %s: %v", wr.Name, err)
+				}
+			}
+			b.StopTimer()
+			timed += time.Since(start)
+		}
+		bareNsPerRow = float64(timed.Nanoseconds()) / float64(b.N*benchRows)
+		b.ReportMetric(bareNsPerRow, "ns/row")
+		if applyNsPerRow > 0 {
+			b.ReportMetric(applyNsPerRow/bareNsPerRow, "apply/bare")
+		}
+	})
+}
