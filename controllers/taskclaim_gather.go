@@ -204,9 +204,9 @@ func capabilityFrom(tc *fleetv1alpha1.TaskClaim) *claim.Capability {
 	}
 	return &claim.Capability{
 		Worker: c.Worker, Identity: c.Identity, Repository: c.Repository,
-		Target:     claim.Target{Repository: c.Repository, Kind: claim.Kind(c.Target.Kind), Number: c.Target.Number, HeadSHA: c.Target.HeadSHA},
-		Role:       claim.Role(c.Role), Operations: c.Operations, Pin: c.Pin, ParityRevision: parity,
-		ClaimID:    c.ClaimID, LeaseName: c.LeaseName, LeaseGeneration: c.LeaseGeneration, ExpiresAt: c.ExpiresAt.Time,
+		Target: claim.Target{Repository: c.Repository, Kind: claim.Kind(c.Target.Kind), Number: c.Target.Number, HeadSHA: c.Target.HeadSHA},
+		Role:   claim.Role(c.Role), Operations: c.Operations, Pin: c.Pin, ParityRevision: parity,
+		ClaimID: c.ClaimID, LeaseName: c.LeaseName, LeaseGeneration: c.LeaseGeneration, ExpiresAt: c.ExpiresAt.Time,
 	}
 }
 

@@ -199,11 +199,14 @@ type RetirementPlanStatus struct {
 	PreservedReasonCounts map[string]int32 `json:"preservedReasonCounts,omitempty"`
 
 	// assessedCount is the number of registrations assessed.
-	AssessedCount int32 `json:"assessedCount,omitempty"`
+	// +optional
+	AssessedCount int32 `json:"assessedCount"`
 	// candidateCount is the number of candidates.
-	CandidateCount int32 `json:"candidateCount,omitempty"`
+	// +optional
+	CandidateCount int32 `json:"candidateCount"`
 	// preservedCount is the number of preserved rows.
-	PreservedCount int32 `json:"preservedCount,omitempty"`
+	// +optional
+	PreservedCount int32 `json:"preservedCount"`
 
 	// protectedActiveWorkflowOwners are registrations preserved because they hold an
 	// active TaskClaim.

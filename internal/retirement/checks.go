@@ -127,7 +127,6 @@ type rowContext struct {
 	missing        uint8 // see missingIdentityFields
 	rank           int32 // position in canonical order
 	eligible       bool  // passed every check
-	keys           identityKeys
 
 	expiryText             string // expiry formatted as RFC 3339 (UTC), "" when unknown
 	expiryStart, expiryEnd int32  // position of expiryText in the planner's text arena
@@ -341,21 +340,27 @@ func checkOwnershipStale(rc *rowContext) (string, string, bool) {
 // (host id + boot id + pid), session id or generation id. Shared evidence
 // means we cannot tell which row describes the running process.
 func checkNoSharedIdentity(rc *rowContext) (string, string, bool) {
+	p, r := rc.p, rc.row
 	if rc.sameName > 1 {
-		rc.note(EvidenceConflictingWorkers, strconv.Quote(rc.row.Name))
-		return ReasonConflictingIdentity, fmt.Sprintf("%d registrations share the worker identity %q", rc.sameName, rc.row.Name), true
+		rc.note(EvidenceConflictingWorkers, strconv.Quote(r.Name))
+		return ReasonConflictingIdentity, fmt.Sprintf("%d registrations share the worker identity %q", rc.sameName, r.Name), true
 	}
-	for _, k := range [...]struct {
-		kind keyKind
-		what string
-	}{
-		{keyProcess, "process identity (host, boot, pid)"},
-		{keySession, "session id"},
-		{keyGeneration, "generation id"},
-	} {
-		if names := rc.p.others(k.kind, rc); names != "" {
+	if k, ok := procKeyOf(r); ok {
+		if names := p.others(p.procIdx[k], rc); names != "" {
 			rc.note(EvidenceConflictingWorkers, names)
-			return ReasonConflictingIdentity, k.what + " is shared with possibly live registration(s) " + names, true
+			return ReasonConflictingIdentity, "process identity (host, boot, pid) is shared with possibly live registration(s) " + names, true
+		}
+	}
+	if r.SessionID != "" {
+		if names := p.others(p.sessIdx[r.SessionID], rc); names != "" {
+			rc.note(EvidenceConflictingWorkers, names)
+			return ReasonConflictingIdentity, "session id is shared with possibly live registration(s) " + names, true
+		}
+	}
+	if r.GenerationID != "" {
+		if names := p.others(p.genIdx[r.GenerationID], rc); names != "" {
+			rc.note(EvidenceConflictingWorkers, names)
+			return ReasonConflictingIdentity, "generation id is shared with possibly live registration(s) " + names, true
 		}
 	}
 	return ReasonConflictingIdentity, "", false
@@ -365,7 +370,11 @@ func checkNoSharedIdentity(rc *rowContext) (string, string, bool) {
 // same (clientInstanceID, workerNamespace) may be live or unprobeable; if one
 // might be, the pair is ambiguous and neither row is touched.
 func checkNoClientInstanceConflict(rc *rowContext) (string, string, bool) {
-	if names := rc.p.others(keyClientInstance, rc); names != "" {
+	if rc.row.ClientInstanceID == "" {
+		return ReasonClientInstanceConflict, "", false
+	}
+	k := cidKey{rc.row.ClientInstanceID, rc.row.WorkerNamespace}
+	if names := rc.p.others(rc.p.cidIdx[k], rc); names != "" {
 		rc.note(EvidenceConflictingWorkers, names)
 		return ReasonClientInstanceConflict, "client instance id and worker namespace are also claimed by possibly live registration(s) " + names, true
 	}

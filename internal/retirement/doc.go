@@ -18,10 +18,10 @@ limitations under the License.
 //
 // It implements the plan → approve → apply workflow's pure half: given the
 // registry rows, the host the controller runs on, process probe results and
-// the set of workers that currently hold a task claim, Plan assesses every
+// the set of workers that currently hold a task claim, BuildPlan assesses every
 // row against an ordered chain of checks and either selects it as a
 // candidate (eligible_stale_orphan) or preserves it with exactly one reason
-// code. Plan also computes two stable compare-and-swap tokens:
+// code. BuildPlan also computes two stable compare-and-swap tokens:
 //
 //   - the registry fingerprint, over the retirement-relevant content of
 //     every row (see FingerprintFields), independent of listing order and of

@@ -275,6 +275,11 @@ func TestCanonicalNumber(t *testing.T) {
 		{"1_000", "", true},
 		{`"900`, "", true},
 		{"1e99999999999", "", true},
+		{"1e1000000", "1e+1000000", false},
+		{"1e-1000000", "1e-1000000", false},
+		{"0.001e1000002", "1e+999999", false},
+		{"100e999999", "", true},
+		{"1e1000001", "", true},
 	}
 	for _, tt := range tests {
 		got, err := CanonicalNumber(tt.in)

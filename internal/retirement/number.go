@@ -28,9 +28,15 @@ import (
 // ErrInvalidNumber is wrapped by every error CanonicalNumber returns.
 var ErrInvalidNumber = errors.New("invalid number")
 
-// maxExponentMagnitude bounds the decimal exponent a Number may carry. It is
-// far beyond anything a TTL needs and keeps canonical forms short.
-const maxExponentMagnitude = 1_000_000
+// maxExponentMagnitude bounds the decimal exponent of a Number's canonical
+// (scientific) form. It is far beyond anything a TTL needs and keeps
+// canonical forms short. maxExponentLiteral bounds the exponent written in
+// the input, which may legitimately be larger ("100e999999" is 1e+1000001's
+// neighbour) but must not overflow while being parsed.
+const (
+	maxExponentMagnitude = 1_000_000
+	maxExponentLiteral   = 1_000_000_000
+)
 
 // Number is a decimal number kept as text, the way it was stored (for
 // example a TTL that went through a float column as "900.0"). Two Numbers
@@ -150,7 +156,7 @@ func CanonicalNumber(s string) (string, error) {
 		}
 		es := i
 		for i < len(t) && isDigit(t[i]) {
-			if exp > maxExponentMagnitude {
+			if exp > maxExponentLiteral {
 				return "", fmt.Errorf("%w: exponent of %q out of range", ErrInvalidNumber, s)
 			}
 			exp = exp*10 + int(t[i]-'0')
@@ -158,9 +164,6 @@ func CanonicalNumber(s string) (string, error) {
 		}
 		if i == es {
 			return "", fmt.Errorf("%w: %q has an empty exponent", ErrInvalidNumber, s)
-		}
-		if exp > maxExponentMagnitude {
-			return "", fmt.Errorf("%w: exponent of %q out of range", ErrInvalidNumber, s)
 		}
 		if expNeg {
 			exp = -exp
@@ -187,6 +190,9 @@ func CanonicalNumber(s string) (string, error) {
 	}
 	k := len(digits)
 	point := k + exp // digits before the decimal point
+	if e := point - 1; e > maxExponentMagnitude || e < -maxExponentMagnitude {
+		return "", fmt.Errorf("%w: %q is out of range", ErrInvalidNumber, s)
+	}
 	switch {
 	case exp >= 0 && point <= 21:
 		b.WriteString(digits)

@@ -17,6 +17,7 @@ limitations under the License.
 package retirement
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/giteatools/fleet-controller/internal/fleet"
@@ -25,16 +26,82 @@ import (
 // candidateDetail is the detail text of every eligible row.
 const candidateDetail = "every eligibility check passed: the registration is a stale orphan whose process is provably gone"
 
+// procKey is a process identity: which machine, which boot, which pid.
+type procKey struct {
+	host, boot string
+	pid        int64
+}
+
+// cidKey is a (clientInstanceID, workerNamespace) pair.
+type cidKey struct {
+	cid, ns string
+}
+
+// bucket remembers how many possibly-live rows carry one key and the two of
+// them that come first in canonical order, which is all a conflict check
+// needs to find "another" row and name it deterministically, whatever the
+// order in which rows were indexed.
+type bucket struct {
+	n      int32
+	a, b   int32 // row indexes
+	ra, rb int32 // their canonical ranks
+}
+
+func (b *bucket) add(i, rank int32) {
+	switch {
+	case b.n == 0:
+		b.a, b.ra = i, rank
+	case rank < b.ra:
+		b.b, b.rb = b.a, b.ra
+		b.a, b.ra = i, rank
+	case b.n == 1 || rank < b.rb:
+		b.b, b.rb = i, rank
+	}
+	b.n++
+}
+
 // planner holds the input and the cross-row indexes used by the checks.
 type planner struct {
 	in          *Input
 	canonRepo   string
 	canonRepoOK bool
 	owners      map[string]struct{}
-	index       evidenceIndex // possibly-live rows by identity evidence
+	procIdx     map[procKey]bucket
+	sessIdx     map[string]bucket
+	genIdx      map[string]bucket
+	cidIdx      map[cidKey]bucket
 	ctx         []rowContext
 	notes       []evidenceEntry // failure-specific evidence of the row being assessed
 	text        []byte          // arena for per-row formatted text, see BuildPlan
+}
+
+// others returns the names of possibly-live rows in b other than rc's own
+// row, or "" when there are none.
+func (p *planner) others(b bucket, rc *rowContext) string {
+	n := b.n
+	self := rc.mayBeLive // a possibly-live row was indexed under its own keys
+	if self {
+		n--
+	}
+	if n <= 0 {
+		return ""
+	}
+	first := b.a
+	if self && first == rc.idx {
+		first = b.b
+	}
+	name := strconv.Quote(p.in.Rows[first].Name)
+	if n > 1 {
+		name += " and " + strconv.Itoa(int(n-1)) + " more"
+	}
+	return name
+}
+
+func procKeyOf(r *Row) (procKey, bool) {
+	if blank(r.HostID) || r.PID <= 0 {
+		return procKey{}, false
+	}
+	return procKey{r.HostID, r.BootID, r.PID}, true
 }
 
 // BuildPlan assesses every row of in and returns the read-only plan.
@@ -80,7 +147,10 @@ func BuildPlan(in Input) Plan {
 		rc := &p.ctx[i]
 		rc.expiryText = arena[rc.expiryStart:rc.expiryEnd]
 	}
-	p.index = make(evidenceIndex, int(numKeyKinds)*possiblyLive)
+	p.procIdx = make(map[procKey]bucket, possiblyLive)
+	p.sessIdx = make(map[string]bucket, possiblyLive)
+	p.genIdx = make(map[string]bucket, possiblyLive)
+	p.cidIdx = make(map[cidKey]bucket, possiblyLive)
 
 	// Canonical order and the registry fingerprint.
 	order := enc.sortedOrder(rows)
@@ -117,7 +187,28 @@ func BuildPlan(in Input) Plan {
 		if !rc.mayBeLive {
 			continue
 		}
-		p.index.add(&rc.keys, int32(i), rc.rank)
+		r, idx, rank := rc.row, int32(i), rc.rank
+		if k, ok := procKeyOf(r); ok {
+			b := p.procIdx[k]
+			b.add(idx, rank)
+			p.procIdx[k] = b
+		}
+		if r.SessionID != "" {
+			b := p.sessIdx[r.SessionID]
+			b.add(idx, rank)
+			p.sessIdx[r.SessionID] = b
+		}
+		if r.GenerationID != "" {
+			b := p.genIdx[r.GenerationID]
+			b.add(idx, rank)
+			p.genIdx[r.GenerationID] = b
+		}
+		if r.ClientInstanceID != "" {
+			k := cidKey{r.ClientInstanceID, r.WorkerNamespace}
+			b := p.cidIdx[k]
+			b.add(idx, rank)
+			p.cidIdx[k] = b
+		}
 	}
 
 	// Assess in input order, placing each assessment at its canonical rank.
@@ -184,7 +275,6 @@ func (p *planner) derive(rc *rowContext) {
 	}
 	_, rc.owner = p.owners[r.Name]
 	rc.missing = missingIdentityFields(r, rc.ttlPositive)
-	rc.keys = identityKeysOf(r)
 	if p.in.Probes != nil {
 		rc.probe, rc.hasProbe = p.in.Probes[r.Name]
 	}

@@ -175,7 +175,7 @@ type Probe struct {
 	Detail string
 }
 
-// Input is everything Plan needs, gathered by the controller.
+// Input is everything BuildPlan needs, gathered by the controller.
 type Input struct {
 	// Rows are the registry rows as read from the API server.
 	Rows []Row

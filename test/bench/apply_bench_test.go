@@ -119,7 +119,7 @@ func startEnv(b *testing.B) client.Client {
 			return
 		}
 		env = &envtest.Environment{
-			CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+			CRDDirectoryPaths:     []string{filepath.Join("/tmp", "bench-crds") /*TEMP*/},
 			ErrorIfCRDPathMissing: true,
 		}
 		cfg, err := env.Start()
@@ -127,7 +127,7 @@ func startEnv(b *testing.B) client.Client {
 			envErr = fmt.Errorf("starting envtest: %w", err)
 			return
 		}
-		k8s, envErr = client.New(cfg, client.Options{Scheme: scheme})
+		k8s, envErr = client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	})
 	if envErr != nil {
 		b.Fatal(envErr)
@@ -278,9 +278,11 @@ func BenchmarkApply(b *testing.B) {
 		c := startEnv(b)
 		ctx := context.Background()
 		prober := &liveness.ProcProber{Facts: facts}
+		ic, stats := instrument(c.(client.WithWatch))
+		defer func() { fmt.Print(stats) }()
 		r := &controllers.RetirementPlanReconciler{
-			Client:     c,
-			APIReader:  c,
+			Client:     ic,
+			APIReader:  ic,
 			Prober:     prober,
 			Reprober:   prober,
 			Host:       retirement.Host{HostID: facts.HostID, BootID: facts.BootID},
