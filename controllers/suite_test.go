@@ -249,6 +249,9 @@ func heartbeat(wr *fleetv1alpha1.WorkerRegistration, age time.Duration) {
 	hb := metav1.NewTime(time.Now().Add(-age).Truncate(time.Second))
 	Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(wr), wr)).To(Succeed())
+		if old := wr.Status.LastHeartbeatAt; old != nil && !hb.After(old.Time) && age == 0 {
+			hb = metav1.NewTime(old.Add(time.Second)) // a renewal always moves the stamp
+		}
 		wr.Status.LastHeartbeatAt = &hb
 		g.Expect(k8sClient.Status().Update(ctx, wr)).To(Succeed())
 	}).Should(Succeed())

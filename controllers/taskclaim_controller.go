@@ -79,7 +79,15 @@ func (r *TaskClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		// Given back before any capability existed: the worker simply stays neutral.
 		return ctrl.Result{}, r.finish(ctx, tc, fleetv1alpha1.ClaimPhaseReleased, claim.TriggerRelease, nil)
 	case tc.Status.Validation == nil:
-		return ctrl.Result{}, r.validate(ctx, tc)
+		if err := r.validate(ctx, tc); err != nil {
+			return ctrl.Result{}, err
+		}
+		// A pin that arrived with the claim itself would otherwise wait forever: writing
+		// status raises no event (only spec changes do), so decide it right away.
+		if tc.Spec.Pin != "" && tc.Status.Phase == fleetv1alpha1.ClaimPhaseValidated {
+			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		}
+		return ctrl.Result{}, nil
 	case tc.Spec.Pin == "":
 		return ctrl.Result{}, nil // waiting for the worker to repeat the pin
 	default:
@@ -174,6 +182,10 @@ func (r *TaskClaimReconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskC
 			pred = claim.PredicateClaimRecordNotOurs
 		}
 		log.FromContext(ctx).Info("Claim publication failed; releasing the lock", "error", err.Error())
+		// The write may have landed even though the call failed (an unverified write, or a
+		// read-back that showed something else): never leave a record of this refused claim
+		// in force. Clear refuses harmlessly when the record is not this claim's.
+		r.clearOwnRecord(ctx, tc, giteaclaim.StateRevoked)
 		if relErr := r.releaseLease(ctx, tc, lease); relErr != nil {
 			return ctrl.Result{}, relErr
 		}
@@ -195,14 +207,14 @@ func (r *TaskClaimReconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskC
 	}
 	capability, res := claim.Activate(in)
 	if capability == nil {
-		_, _ = r.Gitea.Clear(ctx, gt, string(tc.UID), giteaclaim.StateRevoked)
+		r.clearOwnRecord(ctx, tc, giteaclaim.StateRevoked)
 		if relErr := r.releaseLease(ctx, tc, lease); relErr != nil {
 			return ctrl.Result{}, relErr
 		}
 		return ctrl.Result{}, r.reject(ctx, tc, res, w.worker)
 	}
+	// The record is published and proven: that is the claim, whatever happens next.
 	r.audit(ctx, tc, giteaclaim.EventClaimed, "", string(capability.Role), "")
-	r.audit(ctx, tc, giteaclaim.EventActivated, "", string(capability.Role), "")
 
 	tc.Status.Phase = fleetv1alpha1.ClaimPhaseActive
 	tc.Status.Role = string(capability.Role)
@@ -215,6 +227,9 @@ func (r *TaskClaimReconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskC
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return ctrl.Result{}, err
 	}
+	// Audited once the capability is on record: a status write that fails is retried, and
+	// the trail must not show an activation that never became visible.
+	r.audit(ctx, tc, giteaclaim.EventActivated, "", string(capability.Role), "")
 	claimResults.WithLabelValues(string(res.Outcome), "").Inc()
 	claimTransitions.WithLabelValues(string(giteaclaim.EventActivated), "").Inc()
 	claimLatency.Observe(r.Clock.Since(started).Seconds())
@@ -299,26 +314,44 @@ func (r *TaskClaimReconciler) checkActive(ctx context.Context, tc *fleetv1alpha1
 
 // finish ends a claim: the Gitea record gets its final state, the lock is freed, the
 // transition is audited, and the worker is neutral again (no capability).
+//
+// A claim that never showed a capability may still have reached Gitea and the lock: an
+// earlier attempt can have won both and then failed to write its status (for example
+// because the worker released at that very moment). Such leftovers are cleaned up too, so
+// an ended claim never keeps a target locked or claimed until its expiry.
 func (r *TaskClaimReconciler) finish(ctx context.Context, tc *fleetv1alpha1.TaskClaim, phase, trigger string, lease *coordinationv1.Lease) error {
-	if tc.Status.Capability != nil {
-		final, event, auditTrigger := giteaclaim.StateRevoked, giteaclaim.EventRevoked, giteaclaim.Trigger(trigger)
-		switch phase {
-		case fleetv1alpha1.ClaimPhaseReleased:
-			final, event, auditTrigger = giteaclaim.StateReleased, giteaclaim.EventReleased, ""
-		case fleetv1alpha1.ClaimPhaseCompleted:
-			final, event, auditTrigger = giteaclaim.StateCompleted, giteaclaim.EventCompleted, ""
-		case fleetv1alpha1.ClaimPhaseExpired:
-			final, event, auditTrigger = giteaclaim.StateExpired, giteaclaim.EventExpired, ""
+	final, event, auditTrigger := giteaclaim.StateRevoked, giteaclaim.EventRevoked, giteaclaim.Trigger(trigger)
+	switch phase {
+	case fleetv1alpha1.ClaimPhaseReleased:
+		final, event, auditTrigger = giteaclaim.StateReleased, giteaclaim.EventReleased, ""
+	case fleetv1alpha1.ClaimPhaseCompleted:
+		final, event, auditTrigger = giteaclaim.StateCompleted, giteaclaim.EventCompleted, ""
+	case fleetv1alpha1.ClaimPhaseExpired:
+		final, event, auditTrigger = giteaclaim.StateExpired, giteaclaim.EventExpired, ""
+	}
+	held := tc.Status.Capability != nil
+	if !held && tc.Spec.Pin != "" {
+		// No capability on record, but a claim was asked for: look for a record of ours.
+		rec, _, err := r.Gitea.Read(ctx, giteaTarget(tc.Spec.Target))
+		if err != nil && !ignorableOnEnd(err) {
+			return fmt.Errorf("reading the claim record in Gitea: %w", err)
 		}
-		if _, err := r.Gitea.Clear(ctx, giteaTarget(tc.Spec.Target), string(tc.UID), final); err != nil &&
-			!errors.Is(err, giteaclaim.ErrNotInForce) {
+		held = rec != nil && rec.ClaimID == string(tc.UID) && rec.State == giteaclaim.StateActive
+	}
+	if held {
+		if _, err := r.Gitea.Clear(ctx, giteaTarget(tc.Spec.Target), string(tc.UID), final); err != nil && !ignorableOnEnd(err) {
 			return fmt.Errorf("recording the end of the claim in Gitea: %w", err)
 		}
-		if lease != nil {
-			if err := r.releaseLease(ctx, tc, lease); err != nil {
-				return err
-			}
+	}
+	if lease == nil && tc.Spec.Pin != "" {
+		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: leaseName(tc.Spec.Target)}}
+	}
+	if lease != nil {
+		if err := r.releaseLease(ctx, tc, lease); err != nil {
+			return err
 		}
+	}
+	if held {
 		r.audit(ctx, tc, event, auditTrigger, tc.Status.Role, "")
 		claimTransitions.WithLabelValues(string(event), string(auditTrigger)).Inc()
 	}
@@ -335,6 +368,25 @@ func (r *TaskClaimReconciler) finish(ctx context.Context, tc *fleetv1alpha1.Task
 	return nil
 }
 
+// ignorableOnEnd reports whether a Gitea failure while ending a claim means there is no
+// record of this claim left to end: another claim's record, an ended one, an unreadable
+// block, or a target that no longer exists. Ending must not hang on those, or a revoked
+// capability would stay in status forever.
+func ignorableOnEnd(err error) bool {
+	return errors.Is(err, giteaclaim.ErrNotInForce) || errors.Is(err, giteaclaim.ErrMalformedRecord) ||
+		errors.Is(err, giteaclaim.ErrNotFound) || errors.Is(err, giteaclaim.ErrKindMismatch)
+}
+
+// clearOwnRecord ends this claim's Gitea record, if one is in force, after a failed
+// activation. It is best effort: a record that is not this claim's is left alone, and a
+// failure is logged (the record then lapses at its expiry; every other claim fails closed
+// on it meanwhile).
+func (r *TaskClaimReconciler) clearOwnRecord(ctx context.Context, tc *fleetv1alpha1.TaskClaim, final giteaclaim.State) {
+	if _, err := r.Gitea.Clear(ctx, giteaTarget(tc.Spec.Target), string(tc.UID), final); err != nil && !ignorableOnEnd(err) {
+		log.FromContext(ctx).Error(err, "Ending the record of a claim that did not activate failed")
+	}
+}
+
 // reject records a typed, final refusal. It is never retried.
 func (r *TaskClaimReconciler) reject(ctx context.Context, tc *fleetv1alpha1.TaskClaim, res claim.Result, w claim.Worker) error {
 	tc.Status.Phase = fleetv1alpha1.ClaimPhaseRejected
@@ -347,9 +399,19 @@ func (r *TaskClaimReconciler) reject(ctx context.Context, tc *fleetv1alpha1.Task
 		return err
 	}
 	claimResults.WithLabelValues(string(res.Outcome), string(res.Class)).Inc()
-	r.audit(ctx, tc, giteaclaim.EventRejected, "", "", string(res.Class)+"/"+res.FailedPredicate)
+	// A refusal is audited on the target when it is in this controller's repository and
+	// the worker has a known identity (the transition names who was refused). Refusals of
+	// targets elsewhere or of unknown workers leave Gitea untouched.
+	if sameRepo(tc.Spec.Target.Repository, r.Repository) {
+		identity := w.Identity
+		if tc.Status.Validation != nil && tc.Status.Validation.Identity != "" {
+			identity = tc.Status.Validation.Identity
+		}
+		if identity != "" {
+			r.auditAs(ctx, tc, identity, giteaclaim.EventRejected, "", "", string(res.Class)+"/"+res.FailedPredicate)
+		}
+	}
 	r.Recorder.Eventf(tc, nil, "Warning", fleetv1alpha1.ReasonRejected, "Claim", "Refused: %s", msg)
-	_ = w
 	return nil
 }
 
@@ -360,6 +422,11 @@ func (r *TaskClaimReconciler) audit(ctx context.Context, tc *fleetv1alpha1.TaskC
 	if tc.Status.Validation != nil {
 		identity = tc.Status.Validation.Identity
 	}
+	r.auditAs(ctx, tc, identity, ev, trig, role, reason)
+}
+
+// auditAs is audit with the worker identity given explicitly.
+func (r *TaskClaimReconciler) auditAs(ctx context.Context, tc *fleetv1alpha1.TaskClaim, identity string, ev giteaclaim.Event, trig giteaclaim.Trigger, role, reason string) {
 	_, err := r.Gitea.RecordTransition(ctx, giteaTarget(tc.Spec.Target), giteaclaim.Transition{
 		Event: ev, Trigger: trig, ClaimID: string(tc.UID), Worker: tc.Spec.Worker, Identity: identity,
 		Role: role, Reason: reason, At: r.Clock.Now(),

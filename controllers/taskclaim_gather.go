@@ -69,6 +69,9 @@ func leaseName(t fleetv1alpha1.TaskTarget) string {
 	return "fleet-claim-" + hex.EncodeToString(sum[:])[:20]
 }
 
+// sameRepo compares "owner/name" values the way Gitea does (case-insensitively).
+func sameRepo(a, b string) bool { return a != "" && strings.EqualFold(a, b) }
+
 func giteaTarget(t fleetv1alpha1.TaskTarget) giteaclaim.Target {
 	return giteaclaim.Target{Repository: t.Repository, Kind: giteaclaim.Kind(t.Kind), Number: t.Number}
 }
@@ -102,8 +105,11 @@ func (r *TaskClaimReconciler) gather(ctx context.Context, tc *fleetv1alpha1.Task
 
 	gs, err := r.Gitea.ReadTarget(ctx, tc.Spec.Target.Repository, giteaclaim.Kind(tc.Spec.Target.Kind), tc.Spec.Target.Number)
 	switch {
-	case errors.Is(err, giteaclaim.ErrNotFound), errors.Is(err, giteaclaim.ErrKindMismatch):
-		// The state read does not describe the requested target: the rules refuse it as stale.
+	case errors.Is(err, giteaclaim.ErrNotFound), errors.Is(err, giteaclaim.ErrKindMismatch),
+		errors.Is(err, giteaclaim.ErrMalformedRecord):
+		// The state read does not describe the requested target, or its claim record cannot
+		// be read: the rules refuse it as stale, and an active capability on it ends
+		// (ownership can no longer be shown). Retrying would keep such a capability alive.
 		gs = giteaclaim.TargetState{}
 	case err != nil:
 		return w, fmt.Errorf("reading %s from Gitea: %w", giteaTarget(tc.Spec.Target), err)

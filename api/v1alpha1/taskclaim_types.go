@@ -23,7 +23,7 @@ const (
 )
 
 // TaskTarget is the one Gitea issue or pull request a worker chose.
-// +kubebuilder:validation:XValidation:rule="self.kind != 'PullRequest' || (has(self.headSHA) && self.headSHA != ”)",message="headSHA is required when kind is PullRequest"
+// +kubebuilder:validation:XValidation:rule="self.kind != 'PullRequest' || (has(self.headSHA) && size(self.headSHA) > 0)",message="headSHA is required when kind is PullRequest"
 type TaskTarget struct {
 	// repository is the canonical "owner/name" Gitea repository of the target.
 	// +required

@@ -2,6 +2,8 @@ package crd_test
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -298,7 +300,15 @@ var _ = Describe("TaskClaim validation", func() {
 
 var _ = Describe("kubectl", func() {
 	It("explains the API and lists every kind under the fleet category", func() {
+		Expect(k8sClient.Create(ctx, newRegistration())).To(Succeed())
+		Expect(k8sClient.Create(ctx, newPlan())).To(Succeed())
+		Expect(k8sClient.Create(ctx, newClaim())).To(Succeed())
 		kubectl := testEnv.ControlPlane.KubeCtl()
+		if _, err := os.Stat(kubectl.Path); kubectl.Path == "" || err != nil {
+			// hack/envtest.sh only builds kubectl when the machine has none.
+			kubectl.Path, err = exec.LookPath("kubectl")
+			Expect(err).NotTo(HaveOccurred(), "kubectl is needed: in KUBEBUILDER_ASSETS or on PATH")
+		}
 		out, errOut, err := kubectl.Run("explain", "workerregistration.spec.process")
 		Expect(err).NotTo(HaveOccurred(), readAll(errOut))
 		text := readAll(out)
