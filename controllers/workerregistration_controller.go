@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,6 +69,9 @@ func (r *WorkerRegistrationReconciler) Reconcile(ctx context.Context, req ctrl.R
 		Message:            fmt.Sprintf("Ownership is %s (process probe: %s)", state, pid),
 		ObservedGeneration: wr.Generation,
 	})
+	if equality.Semantic.DeepEqual(before.Status, wr.Status) {
+		return r.requeue(now, next), nil
+	}
 	if err := r.Status().Patch(ctx, wr, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) {
 			// The worker renewed its heartbeat meanwhile; that update triggers a fresh reconcile.
@@ -82,10 +86,15 @@ func (r *WorkerRegistrationReconciler) Reconcile(ctx context.Context, req ctrl.R
 		}
 		log.V(1).Info("Ownership changed", "from", previous, "to", state)
 	}
-	if !next.IsZero() {
-		return ctrl.Result{RequeueAfter: next.Sub(now)}, nil
+	return r.requeue(now, next), nil
+}
+
+// requeue asks to be called again when a live registration's heartbeat expires.
+func (r *WorkerRegistrationReconciler) requeue(now, next time.Time) ctrl.Result {
+	if next.IsZero() {
+		return ctrl.Result{}
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: next.Sub(now)}
 }
 
 // SetupWithManager registers the reconciler.
