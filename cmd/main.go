@@ -51,6 +51,7 @@ type options struct {
 	repository     string
 	claimTTL       time.Duration
 	crdDir         string
+	manifestDirs   []string
 	embedded       string
 }
 
@@ -69,6 +70,7 @@ func main() {
 	flag.StringVar(&o.repository, "repository", "", "Canonical owner/name repository the fleet works on; default binding for RetirementPlans and the only repository task claims may target.")
 	flag.DurationVar(&o.claimTTL, "claim-ttl", 2*time.Hour, "Lifetime of an activated task capability.")
 	flag.StringVar(&o.crdDir, "crd-dir", "config/crd/bases", "CRD manifests installed into the embedded control plane.")
+	o.manifestDirs = []string{"config/rbac", "config/admission"}
 	flag.StringVar(&o.embedded, "embedded", "auto", "Start an embedded control plane: auto (when no kubeconfig or in-cluster config exists), always, never.")
 	zapOpts := zap.Options{Development: true}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -165,7 +167,7 @@ func restConfig(o options) (*rest.Config, func(), error) {
 		}
 		return cfg, func() {}, nil
 	}
-	cp, err := localcp.Start(os.Getenv("KUBEBUILDER_ASSETS"), o.crdDir)
+	cp, err := localcp.Start(os.Getenv("KUBEBUILDER_ASSETS"), o.crdDir, o.manifestDirs...)
 	if err != nil {
 		return nil, nil, err
 	}

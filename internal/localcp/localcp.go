@@ -3,10 +3,17 @@
 package localcp
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -28,8 +35,9 @@ type ControlPlane struct {
 }
 
 // Start starts kube-apiserver and etcd from assetsDir, installs the CRDs found in crdDir
-// and writes a kubeconfig file into a fresh temporary folder.
-func Start(assetsDir, crdDir string) (*ControlPlane, error) {
+// and the cluster-scoped objects (ClusterRoles, admission policies) of manifestDirs, and
+// writes a kubeconfig file into a fresh temporary folder.
+func Start(assetsDir, crdDir string, manifestDirs ...string) (*ControlPlane, error) {
 	if assetsDir == "" {
 		return nil, ErrNoAssets
 	}
@@ -50,6 +58,11 @@ func Start(assetsDir, crdDir string) (*ControlPlane, error) {
 		_ = env.Stop()
 		return nil, fmt.Errorf("creating kubeconfig folder: %w", err)
 	}
+	if err := installClusterScoped(cfg, manifestDirs); err != nil {
+		_ = env.Stop()
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	path := filepath.Join(dir, "kubeconfig")
 	if err := writeKubeconfig(cfg, path); err != nil {
 		_ = env.Stop()
@@ -66,6 +79,58 @@ func (c *ControlPlane) Stop() error {
 		err = rmErr
 	}
 	return err
+}
+
+// installClusterScoped creates every cluster-scoped object found in the YAML files of
+// dirs (kustomization.yaml files are skipped; namespaced objects belong to a deployment
+// and are skipped too).
+func installClusterScoped(cfg *rest.Config, dirs []string) error {
+	if len(dirs) == 0 {
+		return nil
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return fmt.Errorf("creating client: %w", err)
+	}
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if filepath.Base(f) == "kustomization.yaml" {
+				continue
+			}
+			data, err := os.ReadFile(f)
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", f, err)
+			}
+			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+			for {
+				u := &unstructured.Unstructured{}
+				if err := dec.Decode(&u.Object); err != nil {
+					if errors.Is(err, io.EOF) {
+						break
+					}
+					return fmt.Errorf("decoding %s: %w", f, err)
+				}
+				if len(u.Object) == 0 || u.GetNamespace() != "" {
+					continue
+				}
+				namespaced, err := c.IsObjectNamespaced(u)
+				if err != nil {
+					return fmt.Errorf("%s %s from %s: %w", u.GetKind(), u.GetName(), f, err)
+				}
+				if namespaced {
+					continue
+				}
+				if err := c.Create(context.Background(), u); err != nil {
+					return fmt.Errorf("creating %s %s from %s: %w", u.GetKind(), u.GetName(), f, err)
+				}
+			}
+		}
+	}
+	return nil
 }
 
 func writeKubeconfig(cfg *rest.Config, path string) error {
