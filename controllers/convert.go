@@ -2,10 +2,7 @@ package controllers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"sort"
-	"strconv"
 	"time"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
@@ -88,30 +85,19 @@ func claimIsActive(tc *fleetv1alpha1.TaskClaim) bool {
 	return tc.DeletionTimestamp == nil
 }
 
-// workflowFence returns the workers holding active claims and a token over those claims.
-// The token moves whenever an active claim appears, disappears or changes owner or phase.
-func workflowFence(claims []fleetv1alpha1.TaskClaim) (owners []string, token string) {
-	var keys []string
+// workflowOwners returns, sorted, the workers holding active claims.
+func workflowOwners(claims []fleetv1alpha1.TaskClaim) []string {
 	seen := map[string]bool{}
+	var owners []string
 	for i := range claims {
 		tc := &claims[i]
-		if !claimIsActive(tc) {
-			continue
-		}
-		keys = append(keys, strconv.Quote(tc.Name)+"|"+strconv.Quote(tc.Spec.Worker)+"|"+tc.Status.Phase)
-		if !seen[tc.Spec.Worker] {
+		if claimIsActive(tc) && !seen[tc.Spec.Worker] {
 			seen[tc.Spec.Worker] = true
 			owners = append(owners, tc.Spec.Worker)
 		}
 	}
-	sort.Strings(keys)
 	sort.Strings(owners)
-	h := sha256.New()
-	for _, k := range keys {
-		h.Write([]byte(k))
-		h.Write([]byte{'\n'})
-	}
-	return owners, "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return owners
 }
 
 func membersOf(items []fleetv1alpha1.WorkerRegistration) []fleet.Member {

@@ -52,6 +52,7 @@ type RetirementPlanReconciler struct {
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplans/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=workerregistrations,verbs=retire
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
 
 // Reconcile plans, checks the approval, and applies an approved plan exactly once.
 func (r *RetirementPlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -85,7 +86,7 @@ func (r *RetirementPlanReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 
 // plan computes the dry-run plan and writes it to status.
 func (r *RetirementPlanReconciler) plan(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
-	fresh, _, _, err := r.assess(ctx, plan)
+	fresh, _, err := r.assess(ctx, plan)
 	if err != nil {
 		return err
 	}
@@ -104,16 +105,16 @@ func (r *RetirementPlanReconciler) plan(ctx context.Context, plan *fleetv1alpha1
 
 // assess reads the registrations and task claims straight from the API server and
 // builds the plan from them.
-func (r *RetirementPlanReconciler) assess(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (retirement.Plan, []fleetv1alpha1.WorkerRegistration, string, error) {
+func (r *RetirementPlanReconciler) assess(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (retirement.Plan, []fleetv1alpha1.WorkerRegistration, error) {
 	regs := &fleetv1alpha1.WorkerRegistrationList{}
 	if err := r.APIReader.List(ctx, regs, client.InNamespace(plan.Namespace)); err != nil {
-		return retirement.Plan{}, nil, "", fmt.Errorf("listing worker registrations: %w", err)
+		return retirement.Plan{}, nil, fmt.Errorf("listing worker registrations: %w", err)
 	}
 	claims := &fleetv1alpha1.TaskClaimList{}
 	if err := r.APIReader.List(ctx, claims, client.InNamespace(plan.Namespace)); err != nil {
-		return retirement.Plan{}, nil, "", fmt.Errorf("listing task claims (the workflow fence): %w", err)
+		return retirement.Plan{}, nil, fmt.Errorf("listing task claims (the workflow fence): %w", err)
 	}
-	owners, fence := workflowFence(claims.Items)
+	owners := workflowOwners(claims.Items)
 	rows := make([]retirement.Row, 0, len(regs.Items))
 	for i := range regs.Items {
 		rows = append(rows, rowOf(&regs.Items[i]))
@@ -126,7 +127,7 @@ func (r *RetirementPlanReconciler) assess(ctx context.Context, plan *fleetv1alph
 		Probes:               probeAll(ctx, r.Prober, regs.Items),
 		ActiveWorkflowOwners: owners,
 	})
-	return p, regs.Items, fence, nil
+	return p, regs.Items, nil
 }
 
 func (r *RetirementPlanReconciler) canonicalRepository(plan *fleetv1alpha1.RetirementPlan) string {
@@ -172,7 +173,13 @@ func (r *RetirementPlanReconciler) apply(ctx context.Context, plan *fleetv1alpha
 		return retirement.ApplyReport{Outcome: retirement.OutcomeTransactionFailed, Detail: detail}
 	}
 
-	fresh, items, fence, err := r.assess(ctx, plan)
+	// The fence is read before the authoritative read, so a claim acquired at any point
+	// after it is seen before the next write.
+	fence, err := readWorkflowFence(ctx, r.APIReader, plan.Namespace)
+	if err != nil {
+		return failed(err.Error()), nil
+	}
+	fresh, items, err := r.assess(ctx, plan)
 	if err != nil {
 		return failed(err.Error()), nil
 	}
@@ -238,15 +245,15 @@ func (r *RetirementPlanReconciler) apply(ctx context.Context, plan *fleetv1alpha
 	return retirement.Summarize(decision, retired, preserved, interruption), r.postApply(ctx, plan.Namespace)
 }
 
-// fenceMoved re-reads the active task claims and compares their token with the one the
-// apply started from. An unreadable claim list counts as moved.
+// fenceMoved re-reads the workflow fence and compares it with the version the apply
+// started from. An unreadable fence counts as moved: unreadable never equals unchanged.
 func (r *RetirementPlanReconciler) fenceMoved(ctx context.Context, namespace, fence string) (bool, string) {
-	claims := &fleetv1alpha1.TaskClaimList{}
-	if err := r.APIReader.List(ctx, claims, client.InNamespace(namespace)); err != nil {
-		return true, fmt.Sprintf("%s: task claims could not be listed (%v)", retirement.ReasonExternalFenceMoved, err)
+	now, err := readWorkflowFence(ctx, r.APIReader, namespace)
+	if err != nil {
+		return true, fmt.Sprintf("%s: the workflow fence could not be read (%v)", retirement.ReasonExternalFenceMoved, err)
 	}
-	if _, now := workflowFence(claims.Items); now != fence {
-		return true, retirement.ReasonExternalFenceMoved + ": the set of active task claims changed during apply; the remaining rows were left untouched"
+	if now != fence {
+		return true, retirement.ReasonExternalFenceMoved + ": a task claim was acquired during apply; the remaining rows were left untouched"
 	}
 	return false, ""
 }

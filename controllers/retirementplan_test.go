@@ -450,8 +450,9 @@ var _ = Describe("RetirementPlan approval and apply", func() {
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		r := newPlanReconciler(k8sClient, k8sClient, prober)
 		r.BeforeWrite = func(ctx context.Context, worker string) {
-			if worker == b.Name {
-				activeClaim(ns, bystander.Name) // a lease acquired after revalidation
+			if worker == b.Name { // a claim acquired after revalidation, as the TaskClaim controller does it
+				activeClaim(ns, bystander.Name)
+				Expect(controllers.BumpWorkflowFence(ctx, k8sClient, k8sClient, ns)).To(Succeed())
 			}
 		}
 		p = reconcilePlan(r, p)

@@ -155,6 +155,11 @@ func (r *TaskClaimReconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskC
 		return ctrl.Result{}, r.reject(ctx, tc, res, w.worker)
 	}
 
+	// Move the workflow fence first: a retirement apply running now stops before its next
+	// write rather than retire this worker on a stale view of the active claims.
+	if err := BumpWorkflowFence(ctx, r.Client, r.APIReader, tc.Namespace); err != nil {
+		return ctrl.Result{}, err
+	}
 	// Compare-and-swap on the lock, against the generation that was pinned.
 	lease, lost, err := r.acquireLease(ctx, tc, acq)
 	if err != nil {
