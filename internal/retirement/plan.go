@@ -17,7 +17,9 @@ limitations under the License.
 package retirement
 
 import (
+	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/giteatools/fleet-controller/internal/fleet"
@@ -211,17 +213,16 @@ func BuildPlan(in Input) Plan {
 		}
 	}
 
-	// Assess in input order, placing each assessment at its canonical rank.
+	// Assess, placing each assessment at its canonical rank. Rows are
+	// independent once the indexes exist, so large registries are assessed
+	// in parallel chunks, each with its own scratch space.
 	all := make([]Assessment, n)
+	p.assessAll(all)
 	nc := 0
 	for i := range p.ctx {
-		rc := &p.ctx[i]
-		a := p.assess(rc)
-		if a.ReasonCode == ReasonEligibleStaleOrphan {
-			rc.eligible = true
+		if p.ctx[i].eligible {
 			nc++
 		}
-		all[rc.rank] = a
 	}
 
 	// Split, keeping canonical order: candidates move to their own array,
@@ -291,6 +292,42 @@ func (p *planner) derive(rc *rowContext) {
 	rc.classification, _ = fleet.Classify(ci)
 	rc.mayBeLive = r.Phase != fleet.Retired &&
 		(rc.classification == fleet.Live || rc.effective == fleet.PIDAlive || rc.effective == fleet.PIDUnknown)
+}
+
+// parallelThreshold is the registry size from which assessment is spread over
+// GOMAXPROCS goroutines.
+const parallelThreshold = 4096
+
+// assessAll assesses every row into all (indexed by canonical rank). Each
+// goroutine works on a copy of the planner that shares the read-only indexes
+// but has its own notes buffer; the result does not depend on the split.
+func (p *planner) assessAll(all []Assessment) {
+	n := len(p.ctx)
+	workers := runtime.GOMAXPROCS(0)
+	if n < parallelThreshold || workers < 2 {
+		p.assessRange(all, 0, n)
+		return
+	}
+	chunk := (n + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		worker := *p
+		worker.notes = nil
+		wg.Go(func() { worker.assessRange(all, lo, hi) })
+	}
+	wg.Wait()
+}
+
+// assessRange assesses rows [lo, hi) of the input with this planner's scratch.
+func (p *planner) assessRange(all []Assessment, lo, hi int) {
+	for i := lo; i < hi; i++ {
+		rc := &p.ctx[i]
+		rc.p = p
+		a := p.assess(rc)
+		rc.eligible = a.ReasonCode == ReasonEligibleStaleOrphan
+		all[rc.rank] = a
+	}
 }
 
 // assess runs the check chain, stopping at the first failure, and records
