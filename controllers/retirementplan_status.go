@@ -14,6 +14,13 @@ import (
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 
+const (
+	// maxListedAssessments bounds the candidates and preserved entries kept in status.
+	maxListedAssessments = 500
+	// maxApprovableCandidates is the most identities spec.approval can carry.
+	maxApprovableCandidates = 2000
+)
+
 // setPlanStatus writes a dry-run plan into status.
 func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now time.Time) {
 	s := &plan.Status
@@ -22,8 +29,10 @@ func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now ti
 	s.RegistryFingerprint = p.RegistryFingerprint
 	s.CandidateFingerprint = p.CandidateFingerprint
 	s.CandidateWorkerIdentities = p.CandidateWorkerIdentities
-	s.Candidates = assessmentsOf(p.Candidates)
-	s.Preserved = assessmentsOf(p.Preserved)
+	// An object must stay well under etcd's size limit: at most maxListedAssessments
+	// entries of each list carry their evidence in status; counts are always complete.
+	s.Candidates = assessmentsOf(p.Candidates[:min(len(p.Candidates), maxListedAssessments)])
+	s.Preserved = assessmentsOf(p.Preserved[:min(len(p.Preserved), maxListedAssessments)])
 	s.PreservedReasonCounts = nil
 	if len(p.PreservedReasonCounts) > 0 {
 		s.PreservedReasonCounts = make(map[string]int32, len(p.PreservedReasonCounts))
@@ -41,6 +50,13 @@ func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now ti
 	s.PlannedAt = ptr.To(metav1.NewTime(now))
 	s.ObservedGeneration = plan.Generation
 	s.Message = fmt.Sprintf("Dry run: %d of %d registrations are eligible; approve by copying the tokens and identities into spec.approval", p.CandidateCount, p.AssessedCount)
+	if len(p.Candidates) > maxListedAssessments || len(p.Preserved) > maxListedAssessments {
+		s.Message += fmt.Sprintf(" (evidence listed for the first %d candidates and preserved rows; counts are complete)", maxListedAssessments)
+	}
+	if p.CandidateCount > maxApprovableCandidates {
+		s.CandidateWorkerIdentities = p.CandidateWorkerIdentities[:maxApprovableCandidates]
+		s.Message = fmt.Sprintf("Dry run: %d registrations are eligible, more than the %d one approval can name; only the first %d are listed and a matching approval cannot be given: create plans in smaller namespaces", p.CandidateCount, maxApprovableCandidates, maxApprovableCandidates)
+	}
 	setCondition(plan, fleetv1alpha1.ReadyCondition, true, fleetv1alpha1.ReasonPlanned, s.Message)
 	if plan.Spec.Approval == nil {
 		setCondition(plan, fleetv1alpha1.ApprovedCondition, false, fleetv1alpha1.ReasonAwaitingApproval, "spec.approval is not set")
