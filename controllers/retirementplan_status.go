@@ -55,7 +55,7 @@ func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now ti
 	}
 	if p.CandidateCount > maxApprovableCandidates {
 		s.CandidateWorkerIdentities = p.CandidateWorkerIdentities[:maxApprovableCandidates]
-		s.Message = fmt.Sprintf("Dry run: %d registrations are eligible, more than the %d one approval can name; only the first %d are listed and a matching approval cannot be given: create plans in smaller namespaces", p.CandidateCount, maxApprovableCandidates, maxApprovableCandidates)
+		s.Message = fmt.Sprintf("Dry run: %d registrations are eligible, more than the %d one approval can name; candidateWorkerIdentities lists the first %d, which is what an approval of this plan retires", p.CandidateCount, maxApprovableCandidates, maxApprovableCandidates)
 	}
 	setCondition(plan, fleetv1alpha1.ReadyCondition, true, fleetv1alpha1.ReasonPlanned, s.Message)
 	if plan.Spec.Approval == nil {
