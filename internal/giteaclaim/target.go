@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"code.gitea.io/sdk/gitea"
 )
@@ -117,16 +118,51 @@ func (c *Client) ReadTarget(ctx context.Context, repo string, kind Kind, number 
 	if err != nil {
 		return TargetState{}, err
 	}
-	is, err := c.readIssue(ctx, t)
-	if err != nil {
-		return TargetState{}, err
+	// The issue, its dependencies and the repository or pull request are independent
+	// reads: they run concurrently (each with its own SDK client), then the base branch
+	// head is read once its name is known.
+	var (
+		wg                        sync.WaitGroup
+		is                        *rawIssue
+		issueErr, depErr, sideErr error
+		deps                      []Dependency
+		pull                      TargetState
+		defaultBranch             string
+	)
+	wg.Go(func() { is, issueErr = c.readIssue(ctx, t) })
+	wg.Go(func() { deps, depErr = c.dependencies(c.SDK(ctx), owner, name, number) })
+	wg.Go(func() {
+		sdk := c.SDK(ctx)
+		if kind == KindIssue {
+			repoInfo, resp, err := sdk.GetRepo(owner, name)
+			if err != nil {
+				sideErr = sdkErr("GET", repoPath(owner, name), resp, err)
+				return
+			}
+			defaultBranch = repoInfo.DefaultBranch
+			return
+		}
+		sideErr = c.readPull(ctx, owner, name, number, &pull)
+	})
+	wg.Wait()
+	if issueErr != nil {
+		return TargetState{}, issueErr
 	}
-	st := TargetState{
-		Target:         t,
-		State:          is.State,
-		Author:         is.User.Login,
-		Assignees:      sortedUnique(is.assigneeLogins()),
-		ContentVersion: *is.ContentVersion,
+	if depErr != nil {
+		return TargetState{}, fmt.Errorf("reading %s: %w", t, depErr)
+	}
+	if sideErr != nil {
+		return TargetState{}, fmt.Errorf("reading %s: %w", t, sideErr)
+	}
+	st := pull
+	st.Target = t
+	st.State = is.State
+	st.Author = is.User.Login
+	st.Assignees = sortedUnique(is.assigneeLogins())
+	st.ContentVersion = *is.ContentVersion
+	st.Dependencies = deps
+	if kind == KindIssue {
+		st.BaseBranch = defaultBranch
 	}
 	for _, l := range is.Labels {
 		st.Labels = append(st.Labels, l.Name)
@@ -135,20 +171,7 @@ func (c *Client) ReadTarget(ctx context.Context, repo string, kind Kind, number 
 	if st.Claim, err = ParseBody(is.Body); err != nil {
 		return TargetState{}, fmt.Errorf("%s: %w", t, err)
 	}
-
 	sdk := c.SDK(ctx)
-	if st.Dependencies, err = c.dependencies(sdk, owner, name, number); err != nil {
-		return TargetState{}, fmt.Errorf("reading %s: %w", t, err)
-	}
-	if kind == KindIssue {
-		repoInfo, resp, err := sdk.GetRepo(owner, name)
-		if err != nil {
-			return TargetState{}, fmt.Errorf("reading %s: %w", t, sdkErr("GET", repoPath(owner, name), resp, err))
-		}
-		st.BaseBranch = repoInfo.DefaultBranch
-	} else if err := c.readPull(sdk, owner, name, number, &st); err != nil {
-		return TargetState{}, fmt.Errorf("reading %s: %w", t, err)
-	}
 	if st.BaseBranch != "" {
 		br, resp, err := sdk.GetRepoBranch(owner, name, st.BaseBranch)
 		if err != nil {
@@ -163,11 +186,35 @@ func (c *Client) ReadTarget(ctx context.Context, repo string, kind Kind, number 
 }
 
 // readPull fills the pull-request-only fields.
-func (c *Client) readPull(sdk *gitea.Client, owner, name string, number int64, st *TargetState) error {
+func (c *Client) readPull(ctx context.Context, owner, name string, number int64, st *TargetState) error {
 	pullPath := fmt.Sprintf("%s/pulls/%d", repoPath(owner, name), number)
-	pr, resp, err := sdk.GetPullRequest(owner, name, number)
-	if err != nil {
-		return sdkErr("GET", pullPath, resp, err)
+	var (
+		wg             sync.WaitGroup
+		pr             *gitea.PullRequest
+		prErr, listErr error
+		commits        []*gitea.Commit
+		reviews        []*gitea.PullReview
+	)
+	wg.Go(func() {
+		var resp *gitea.Response
+		var err error
+		if pr, resp, err = c.SDK(ctx).GetPullRequest(owner, name, number); err != nil {
+			prErr = sdkErr("GET", pullPath, resp, err)
+		}
+	})
+	wg.Go(func() {
+		sdk := c.SDK(ctx)
+		if commits, listErr = listPullCommits(sdk, owner, name, number, pullPath); listErr != nil {
+			return
+		}
+		reviews, listErr = listPullReviews(sdk, owner, name, number, pullPath)
+	})
+	wg.Wait()
+	if prErr != nil {
+		return prErr
+	}
+	if listErr != nil {
+		return listErr
 	}
 	st.Merged = pr.HasMerged
 	st.Draft = pr.Draft
@@ -183,86 +230,94 @@ func (c *Client) readPull(sdk *gitea.Client, owner, name string, number int64, s
 		pushers = append(pushers, pr.Poster.UserName)
 	}
 	var unmapped []string
-	seenCommits := 0
-	for page := 1; ; page++ {
-		commits, resp, err := sdk.ListPullRequestCommits(owner, name, number, gitea.ListPullRequestCommitsOptions{
-			ListOptions: gitea.ListOptions{Page: page, PageSize: listPageSize},
-		})
-		if err != nil {
-			return sdkErr("GET", pullPath+"/commits", resp, err)
+	for _, cm := range commits {
+		if cm == nil {
+			continue
 		}
-		for _, cm := range commits {
-			if cm == nil {
-				continue
+		var authorEmail, committerEmail string
+		if cm.RepoCommit != nil {
+			if cm.RepoCommit.Author != nil {
+				authorEmail = cm.RepoCommit.Author.Email
 			}
-			var authorEmail, committerEmail string
-			if cm.RepoCommit != nil {
-				if cm.RepoCommit.Author != nil {
-					authorEmail = cm.RepoCommit.Author.Email
-				}
-				if cm.RepoCommit.Committer != nil {
-					committerEmail = cm.RepoCommit.Committer.Email
-				}
-			}
-			for _, who := range []struct {
-				user  *gitea.User
-				email string
-			}{{cm.Author, authorEmail}, {cm.Committer, committerEmail}} {
-				switch {
-				case who.user != nil && who.user.UserName != "":
-					pushers = append(pushers, who.user.UserName)
-				case who.email != "":
-					unmapped = append(unmapped, strings.ToLower(who.email))
-				}
+			if cm.RepoCommit.Committer != nil {
+				committerEmail = cm.RepoCommit.Committer.Email
 			}
 		}
-		seenCommits += len(commits)
-		if !morePages(resp, len(commits), seenCommits, page) {
-			break
+		for _, who := range []struct {
+			user  *gitea.User
+			email string
+		}{{cm.Author, authorEmail}, {cm.Committer, committerEmail}} {
+			switch {
+			case who.user != nil && who.user.UserName != "":
+				pushers = append(pushers, who.user.UserName)
+			case who.email != "":
+				unmapped = append(unmapped, strings.ToLower(who.email))
+			}
 		}
 	}
 	st.Pushers = sortedUnique(pushers)
 	st.UnmappedCommitEmails = sortedUnique(unmapped)
 
-	seenReviews := 0
+	for _, rv := range reviews {
+		if rv == nil {
+			continue
+		}
+		state := string(rv.State)
+		if state != ReviewApproved && state != ReviewRequestChanges && state != ReviewComment {
+			continue // pending drafts and review requests are not reviews yet
+		}
+		r := Review{ID: rv.ID, State: state, CommitID: rv.CommitID, Stale: rv.Stale,
+			Dismissed: rv.Dismissed, Official: rv.Official}
+		if rv.Reviewer != nil {
+			r.Reviewer = rv.Reviewer.UserName
+		}
+		st.Reviews = append(st.Reviews, r)
+		current := !rv.Dismissed && !rv.Stale
+		switch state {
+		case ReviewApproved:
+			st.Approved = st.Approved || current
+		case ReviewRequestChanges:
+			st.Reviewed = true
+			st.ChangesRequested = st.ChangesRequested || current
+		default:
+			st.Reviewed = true
+		}
+	}
+	return nil
+}
+
+// listPullCommits lists every commit of a pull request.
+func listPullCommits(sdk *gitea.Client, owner, name string, number int64, pullPath string) ([]*gitea.Commit, error) {
+	var out []*gitea.Commit
+	for page := 1; ; page++ {
+		commits, resp, err := sdk.ListPullRequestCommits(owner, name, number, gitea.ListPullRequestCommitsOptions{
+			ListOptions: gitea.ListOptions{Page: page, PageSize: listPageSize},
+		})
+		if err != nil {
+			return nil, sdkErr("GET", pullPath+"/commits", resp, err)
+		}
+		out = append(out, commits...)
+		if !morePages(resp, len(commits), len(out), page) {
+			return out, nil
+		}
+	}
+}
+
+// listPullReviews lists every review of a pull request.
+func listPullReviews(sdk *gitea.Client, owner, name string, number int64, pullPath string) ([]*gitea.PullReview, error) {
+	var out []*gitea.PullReview
 	for page := 1; ; page++ {
 		reviews, resp, err := sdk.ListPullReviews(owner, name, number, gitea.ListPullReviewsOptions{
 			ListOptions: gitea.ListOptions{Page: page, PageSize: listPageSize},
 		})
 		if err != nil {
-			return sdkErr("GET", pullPath+"/reviews", resp, err)
+			return nil, sdkErr("GET", pullPath+"/reviews", resp, err)
 		}
-		for _, rv := range reviews {
-			if rv == nil {
-				continue
-			}
-			state := string(rv.State)
-			if state != ReviewApproved && state != ReviewRequestChanges && state != ReviewComment {
-				continue // pending drafts and review requests are not reviews yet
-			}
-			r := Review{ID: rv.ID, State: state, CommitID: rv.CommitID, Stale: rv.Stale,
-				Dismissed: rv.Dismissed, Official: rv.Official}
-			if rv.Reviewer != nil {
-				r.Reviewer = rv.Reviewer.UserName
-			}
-			st.Reviews = append(st.Reviews, r)
-			current := !rv.Dismissed && !rv.Stale
-			switch state {
-			case ReviewApproved:
-				st.Approved = st.Approved || current
-			case ReviewRequestChanges:
-				st.Reviewed = true
-				st.ChangesRequested = st.ChangesRequested || current
-			default:
-				st.Reviewed = true
-			}
-		}
-		seenReviews += len(reviews)
-		if !morePages(resp, len(reviews), seenReviews, page) {
-			break
+		out = append(out, reviews...)
+		if !morePages(resp, len(reviews), len(out), page) {
+			return out, nil
 		}
 	}
-	return nil
 }
 
 // dependencies lists the items the issue depends on.
