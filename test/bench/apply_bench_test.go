@@ -87,6 +87,7 @@ func TestMain(m *testing.M) {
 		fmt.Printf("bench summary: apply %.0f ns/row, bare Get+Status().Update %.0f ns/row, ratio %.2fx (%s the %.1fx goal)\n",
 			applyNsPerRow, bareNsPerRow, ratio, verdict, ratioGoal)
 	}
+	stopClaimBench(code != 0) // claim_bench_test.go: its summary, manager and Gitea
 	if env != nil {
 		if err := env.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
