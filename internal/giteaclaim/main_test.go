@@ -27,7 +27,6 @@ import (
 // fixture is the seeded Gitea world shared by the integration tests.
 type fixture struct {
 	url        string
-	srv        *testgitea.Server
 	admin      *Client
 	adminLogin string
 	suffix     string
@@ -94,7 +93,7 @@ func setupFixture() (*fixture, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f := &fixture{url: srv.URL, srv: srv, admin: admin, adminLogin: srv.AdminLogin, suffix: testgitea.RandomHex(3), logins: map[*Client]string{}}
+	f := &fixture{url: srv.URL, admin: admin, adminLogin: srv.AdminLogin, suffix: testgitea.RandomHex(3), logins: map[*Client]string{}}
 	newUser := func(role string) (*Client, error) {
 		login := role + "-" + f.suffix
 		token, err := srv.CreateUser(ctx, login)

@@ -105,8 +105,10 @@ var _ = Describe("Fail-closed refusals", Ordered, func() {
 			n := newIssue("already done")
 			Expect(srv.SetState(ctx, repo, n, gitea.StateClosed)).To(Succeed())
 			want := refusal{"eligibility", "terminal", "target_terminal"}
-			expectRefused(w.claim(issueTarget(n)), want)
+			tc := expectRefused(w.claim(issueTarget(n)), want)
 			note(want)
+			By("auditing the refusal on the target, once")
+			Eventually(func() []string { return rejectedReasons(tc) }).Should(Equal([]string{"eligibility/target_terminal"}))
 		})
 
 		It("ineligible: the target is labelled blocked", func() {
@@ -171,8 +173,10 @@ var _ = Describe("Fail-closed refusals", Ordered, func() {
 		It("authority: a worker with no registration", func() {
 			t := issueTarget(newIssue("claimed by a ghost"))
 			want := refusal{"authority", "", "worker_not_registered"}
-			expectRefused(newClaim(k8s, nsMain, "ghost-"+suffix, t), want)
+			tc := expectRefused(newClaim(k8s, nsMain, "ghost-"+suffix, t), want)
 			note(want)
+			Consistently(func() []string { return rejectedReasons(tc) }, time.Second).Should(BeEmpty(),
+				"an unknown worker has no identity to put on the target")
 		})
 
 		It("authority: a worker whose ServiceAccount is not bound (capability verdict denied)", func() {

@@ -16,6 +16,7 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -507,3 +508,17 @@ func splitRepo(r string) (owner, name string) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// eventReasons lists the reasons of the Kubernetes Events about a claim.
+func eventReasons(tc *fleetv1alpha1.TaskClaim) []string {
+	GinkgoHelper()
+	list := &eventsv1.EventList{}
+	Expect(k8s.List(ctx, list, client.InNamespace(tc.Namespace))).To(Succeed())
+	var out []string
+	for _, ev := range list.Items {
+		if ev.Regarding.UID == tc.UID {
+			out = append(out, ev.Reason)
+		}
+	}
+	return out
+}

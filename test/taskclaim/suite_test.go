@@ -65,7 +65,7 @@ var (
 	// Kubernetes.
 	testEnv   *envtest.Environment
 	cfg       *rest.Config
-	k8s       client.Client // cacheless admin client: assertions read the API server
+	k8s       client.WithWatch // cacheless admin client: assertions read the API server
 	scheme    = runtime.NewScheme()
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -119,7 +119,7 @@ var _ = BeforeSuite(func() {
 	}
 	cfg, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred(), "envtest needs KUBEBUILDER_ASSETS (hack/envtest.sh prints it)")
-	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
+	k8s, err = client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 	installManifests(filepath.Join("..", "..", "config", "admission"), filepath.Join("..", "..", "config", "rbac"))
 	nsMain, nsDirect = "claims-"+suffix, "direct-"+suffix
