@@ -218,6 +218,7 @@ func (r *TaskClaimReconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskC
 		}
 		return ctrl.Result{}, r.reject(ctx, tc, res, w.worker)
 	}
+
 	// The record is published and proven: that is the claim, whatever happens next.
 	r.audit(ctx, tc, giteaclaim.EventClaimed, "", string(capability.Role), "")
 

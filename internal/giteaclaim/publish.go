@@ -178,15 +178,33 @@ func (c *Client) patchBody(ctx context.Context, t Target, body string, version i
 // holds. A record in a final state is compared as-is (it is not "in force"
 // but it must be the one written).
 func (c *Client) verify(ctx context.Context, t Target, want Record) (Published, error) {
-	got, version, err := c.Read(ctx, t)
+	is, err := c.readIssue(ctx, t)
 	if err != nil {
 		if isTransport(err) {
 			return Published{}, fmt.Errorf("reading back %s: %w: %w", t, ErrUnverified, err)
 		}
 		return Published{}, fmt.Errorf("reading back %s: %w", t, err)
 	}
+	version := *is.ContentVersion
+	got, err := ParseBody(is.Body)
+	if err != nil {
+		return Published{}, fmt.Errorf("reading back %s: %w", t, err)
+	}
 	if got == nil || !got.sameAs(want) || (want.State == StateActive && !got.InForce(c.now())) {
 		return Published{}, &NotInForceError{Target: t, ClaimID: want.ClaimID, Found: got, ContentVersion: version}
+	}
+	if want.State == StateActive {
+		// Assignments carry no version: one made between the read and the write is only
+		// visible now, and an issue assigned to someone else is not ours to hold.
+		foreign := &ForeignClaimError{Target: t}
+		for _, a := range is.assigneeLogins() {
+			if a != want.Identity {
+				foreign.Assignees = append(foreign.Assignees, a)
+			}
+		}
+		if len(foreign.Assignees) > 0 {
+			return Published{}, foreign
+		}
 	}
 	return Published{Record: *got, ContentVersion: version}, nil
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 )
 
-// hookedGitea is the real Gitea client with hooks around Publish, so a test can act at
+// hookedGitea is the real Gitea client with hooks around publication, so a test can act at
 // the exact moment between winning the lock and publishing (or just after publishing).
 type hookedGitea struct {
 	controllers.ClaimGitea
