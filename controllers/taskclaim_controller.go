@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -54,7 +55,8 @@ type TaskClaimReconciler struct {
 	rulesDone bool
 }
 
-// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims,verbs=get;list;watch;claim-for-any
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims,verbs=get;list;watch;update;patch;claim-for-any
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims/finalizers,verbs=update
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
 
@@ -67,7 +69,16 @@ func (r *TaskClaimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	switch tc.Status.Phase {
 	case fleetv1alpha1.ClaimPhaseRejected, fleetv1alpha1.ClaimPhaseReleased, fleetv1alpha1.ClaimPhaseCompleted,
 		fleetv1alpha1.ClaimPhaseExpired, fleetv1alpha1.ClaimPhaseRevoked:
-		return ctrl.Result{}, nil // final: a refused or ended claim is never retried
+		// final: a refused or ended claim is never retried; only its finalizer may remain.
+		return ctrl.Result{}, r.dropFinalizer(ctx, tc)
+	}
+	if tc.DeletionTimestamp != nil {
+		// Deleting a claim gives the task back: the record and the lock are released
+		// before the object may go.
+		if !controllerutil.ContainsFinalizer(tc, ClaimFinalizer) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, r.finish(ctx, tc, fleetv1alpha1.ClaimPhaseReleased, claim.TriggerRelease, nil)
 	}
 	if err := r.publishRules(ctx); err != nil {
 		return ctrl.Result{}, err
@@ -155,6 +166,13 @@ func (r *TaskClaimReconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskC
 		return ctrl.Result{}, r.reject(ctx, tc, res, w.worker)
 	}
 
+	// From here on Gitea and the lock may hold state for this claim: a finalizer makes
+	// sure deleting the claim releases them instead of leaving them until expiry.
+	if controllerutil.AddFinalizer(tc, ClaimFinalizer) {
+		if err := r.Update(ctx, tc); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding the claim finalizer: %w", err)
+		}
+	}
 	// Move the workflow fence first: a retirement apply running now stops before its next
 	// write rather than retire this worker on a stale view of the active claims.
 	if err := BumpWorkflowFence(ctx, r.Client, r.APIReader, tc.Namespace); err != nil {
@@ -371,6 +389,21 @@ func (r *TaskClaimReconciler) finish(ctx context.Context, tc *fleetv1alpha1.Task
 		return err
 	}
 	r.Recorder.Eventf(tc, nil, "Normal", phase, "Claim", "Claim ended: %s", trigger)
+	return r.dropFinalizer(ctx, tc)
+}
+
+// ClaimFinalizer keeps a claim that may hold a Gitea record or a lock until they are
+// released.
+const ClaimFinalizer = "fleet.giteatools.dev/release-claim"
+
+// dropFinalizer removes the claim finalizer once the claim can hold nothing any more.
+func (r *TaskClaimReconciler) dropFinalizer(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
+	if !controllerutil.RemoveFinalizer(tc, ClaimFinalizer) {
+		return nil
+	}
+	if err := r.Update(ctx, tc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
 	return nil
 }
 
@@ -418,7 +451,7 @@ func (r *TaskClaimReconciler) reject(ctx context.Context, tc *fleetv1alpha1.Task
 		}
 	}
 	r.Recorder.Eventf(tc, nil, "Warning", fleetv1alpha1.ReasonRejected, "Claim", "Refused: %s", msg)
-	return nil
+	return r.dropFinalizer(ctx, tc)
 }
 
 // audit posts a structured transition comment on the target. An audit failure is logged

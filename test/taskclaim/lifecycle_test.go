@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/controllers"
 	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 )
@@ -70,6 +72,25 @@ var _ = Describe("Lifecycle", Ordered, func() {
 		tc := w.activate(issueTarget(newIssue("cycle completes")))
 		w.complete(tc)
 		expectEnded("cycle completion", w, tc, ending{fleetv1alpha1.ClaimPhaseCompleted, claim.ExpiryCycleComplete, giteaclaim.StateCompleted, "completed"})
+	})
+
+	It("releases the record and the lock when an active claim is deleted", func() {
+		w := newWorker(nsMain)
+		t := issueTarget(newIssue("claim deleted"))
+		tc := w.activate(t)
+		Expect(fetch(tc).Finalizers).To(ContainElement(controllers.ClaimFinalizer))
+		Expect(k8s.Delete(ctx, tc)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(tc), &fleetv1alpha1.TaskClaim{}))
+		}).Should(BeTrue(), "the finalizer is removed once the claim is released")
+		rec := readRecord(t)
+		Expect(rec).NotTo(BeNil())
+		Expect(rec.ClaimID).To(Equal(string(tc.UID)))
+		Expect(rec.State).To(Equal(giteaclaim.StateReleased), "deleting the claim gives the task back in Gitea")
+		Expect(holderOf(lease(tc.Namespace, t))).To(BeEmpty(), "the lock is freed")
+		Expect(eventsOf(transitionsOf(tc))).To(Equal([]string{"claimed", "activated", "released"}))
+		expectNeutral(w, t)
+		observed["deleted while active"] = "object gone, record released, lock freed"
 	})
 
 	It("revokes on release and leaves the worker neutral, free to choose again", func() {
