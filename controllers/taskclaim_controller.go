@@ -166,13 +166,6 @@ func (r *TaskClaimReconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskC
 		return ctrl.Result{}, r.reject(ctx, tc, res, w.worker)
 	}
 
-	// From here on Gitea and the lock may hold state for this claim: a finalizer makes
-	// sure deleting the claim releases them instead of leaving them until expiry.
-	if controllerutil.AddFinalizer(tc, ClaimFinalizer) {
-		if err := r.Update(ctx, tc); err != nil {
-			return ctrl.Result{}, fmt.Errorf("adding the claim finalizer: %w", err)
-		}
-	}
 	// Move the workflow fence first: a retirement apply running now stops before its next
 	// write rather than retire this worker on a stale view of the active claims.
 	if err := BumpWorkflowFence(ctx, r.Client, r.APIReader, tc.Namespace); err != nil {
@@ -185,6 +178,17 @@ func (r *TaskClaimReconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskC
 	}
 	if lost {
 		return ctrl.Result{}, r.reject(ctx, tc, claim.ContentionLoss(claim.PredicateLeaseCASConflict, target), w.worker)
+	}
+	// From here on the lock (and soon Gitea) holds state for this claim: a finalizer makes
+	// sure deleting the claim releases it instead of leaving it until expiry. Claims that
+	// lost the lock never get one, so a lost claim is written exactly once more: its result.
+	if controllerutil.AddFinalizer(tc, ClaimFinalizer) {
+		if err := r.Update(ctx, tc); err != nil {
+			if relErr := r.releaseLease(ctx, tc, lease); relErr != nil {
+				return ctrl.Result{}, relErr
+			}
+			return ctrl.Result{}, fmt.Errorf("adding the claim finalizer: %w", err)
+		}
 	}
 
 	// Publish the authoritative record; a lock alone is only a reservation.
