@@ -201,12 +201,14 @@ func (r *TaskClaimReconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskC
 		State: giteaclaim.StateActive, ClaimedAt: started.Truncate(time.Second), ExpiresAt: expires,
 	}
 	if _, err := r.Gitea.Publish(ctx, gt, rec); err != nil {
-		pred := claim.PredicateClaimCASConflict
+		// Losing the guarded write to another claim is contention; anything else (Gitea
+		// unavailable, a write that could not be verified) means nothing was published.
+		result := claim.PublicationFailed(target)
 		switch {
 		case errors.Is(err, giteaclaim.ErrConflict):
-			pred = claim.PredicateContentVersionConflict
+			result = claim.ContentionLoss(claim.PredicateContentVersionConflict, target)
 		case errors.Is(err, giteaclaim.ErrForeignClaim), errors.Is(err, giteaclaim.ErrNotInForce):
-			pred = claim.PredicateClaimRecordNotOurs
+			result = claim.ContentionLoss(claim.PredicateClaimRecordNotOurs, target)
 		}
 		log.FromContext(ctx).Info("Claim publication failed; releasing the lock", "error", err.Error())
 		// The write may have landed even though the call failed (an unverified write, or a
@@ -216,7 +218,7 @@ func (r *TaskClaimReconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskC
 		if relErr := r.releaseLease(ctx, tc, lease); relErr != nil {
 			return ctrl.Result{}, relErr
 		}
-		return ctrl.Result{}, r.reject(ctx, tc, claim.ContentionLoss(pred, target), w.worker)
+		return ctrl.Result{}, r.reject(ctx, tc, result, w.worker)
 	}
 
 	// Read both halves back; only a proven claim activates.

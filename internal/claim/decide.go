@@ -110,6 +110,18 @@ func loss(id ruleID, requested Target) Result {
 // other value is reported as claim_cas_conflict, so free text from the
 // caller never reaches a worker.
 func ContentionLoss(predicate string, target Target) Result {
+	return contentionLoss(predicate, target)
+}
+
+// PublicationFailed is the final result when the authoritative record could not be
+// published for a reason other than losing to another claim (Gitea unavailable, a write
+// that could not be verified): the lock was only a reservation, so nothing activates.
+// It is a stale_state refusal, not contention: no other claim won.
+func PublicationFailed(target Target) Result {
+	return loss(ruleClaimNotPublished, target)
+}
+
+func contentionLoss(predicate string, target Target) Result {
 	id := ruleClaimCASConflict
 	switch predicate {
 	case PredicateLeaseCASConflict:

@@ -284,3 +284,16 @@ func TestContentionLoss(t *testing.T) {
 		assertTypedLoss(t, r, tg)
 	}
 }
+
+// A publication that failed without another claim winning is not contention: the result
+// says nothing was published, forbids retry and names only the requested target.
+func TestPublicationFailedIsNotContention(t *testing.T) {
+	r := PublicationFailed(fxIssue())
+	if r.Outcome != OutcomeNotAcquired || r.Class != ClassStaleState || r.Blocker != BlockerStale ||
+		r.FailedPredicate != "claim_not_published" || r.ContentionIsNormal || !r.ReassessFromFreshState || r.RetryPermitted {
+		t.Fatalf("PublicationFailed = %+v", r)
+	}
+	if r.Target != fxIssue() || r.RuleSetDigest != RuleSetDigest() {
+		t.Fatalf("PublicationFailed names %+v under %s", r.Target, r.RuleSetDigest)
+	}
+}

@@ -117,7 +117,7 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		tc := validateDirect(r, w, t)
 		_, err := reconcileOnce(r, tc)
 		Expect(err).NotTo(HaveOccurred())
-		expectUnwound(tc, t, refusal{"contention", "foreign_claimed", "claim_cas_conflict"})
+		expectUnwound(tc, t, refusal{"stale_state", "stale", "claim_not_published"})
 		rec := readRecord(t)
 		Expect(rec).NotTo(BeNil())
 		Expect(rec.ClaimID).To(Equal(string(tc.UID)))
