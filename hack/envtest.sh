@@ -289,4 +289,7 @@ main() {
   emit "$ASSETS"
 }
 
-main "$@"
+# Run only when executed, so tests can source the functions.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  main "$@"
+fi
