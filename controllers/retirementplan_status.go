@@ -2,7 +2,6 @@ package controllers
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -67,15 +66,9 @@ func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now ti
 // repeats it exactly).
 func approvalMismatch(plan *fleetv1alpha1.RetirementPlan) string {
 	a, s := plan.Spec.Approval, plan.Status
-	switch {
-	case a.RegistryFingerprint != s.RegistryFingerprint:
-		return "spec.approval.registryFingerprint does not equal the plan's status.registryFingerprint"
-	case a.CandidateFingerprint != s.CandidateFingerprint:
-		return "spec.approval.candidateFingerprint does not equal the plan's status.candidateFingerprint"
-	case !slices.Equal(retirement.NormalizeIdentities(a.WorkerIdentities), retirement.NormalizeIdentities(s.CandidateWorkerIdentities)):
-		return "spec.approval.workerIdentities is not exactly the plan's status.candidateWorkerIdentities"
-	}
-	return ""
+	return retirement.ApprovalMismatch(
+		retirement.Approval{RegistryFingerprint: a.RegistryFingerprint, CandidateFingerprint: a.CandidateFingerprint, WorkerIdentities: a.WorkerIdentities},
+		s.RegistryFingerprint, s.CandidateFingerprint, s.CandidateWorkerIdentities)
 }
 
 func setApprovedCondition(plan *fleetv1alpha1.RetirementPlan, approved bool, reason, msg string) {

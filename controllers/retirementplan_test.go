@@ -277,6 +277,23 @@ var _ = Describe("RetirementPlan dry run", func() {
 		Expect(reasonOf(p.Status.Preserved, wr.Name)).To(Equal("pid_liveness_unknown"))
 	})
 
+	It("preserves a registered process while it runs and retires it once it has been killed", func() {
+		ns := newNamespace()
+		c := startChild()
+		wr := register(ns, "worker", c, hour, fleetv1alpha1.OwnershipStale) // heartbeat lapsed, process alive
+		p := createPlan(ns)
+		Expect(reasonOf(p.Status.Preserved, wr.Name)).To(Equal("pid_alive"))
+		Expect(p.Status.CandidateWorkerIdentities).To(BeEmpty())
+
+		c.kill()
+		p = createPlan(ns)
+		Expect(p.Status.CandidateWorkerIdentities).To(Equal([]string{wr.Name}))
+		Expect(approve(gitops(), p)).To(Succeed())
+		p = waitOutcome(p, "applied")
+		Expect(p.Status.Retired).To(Equal([]string{wr.Name}))
+		Expect(get(wr).Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired))
+	})
+
 	It("is deterministic: the same registry gives the same tokens at different times", func() {
 		ns := newNamespace()
 		eligible(ns, "a")

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -31,6 +32,7 @@ import (
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/controllers"
 	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/manifests"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 
@@ -146,20 +148,19 @@ func newPlanReconciler(c client.Client, reader client.Reader, p liveness.Prober)
 	return r
 }
 
-// installManifests applies every YAML document of the given kustomize folders (no
-// kustomize needed: they are plain resource lists).
+// installManifests creates the objects of the project's plain resource folders, except
+// the namespaced deployment objects of fleet-system.
 func installManifests(dirs ...string) {
 	GinkgoHelper()
-	for _, dir := range dirs {
-		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-		Expect(err).NotTo(HaveOccurred())
-		for _, f := range files {
-			if filepath.Base(f) == "kustomization.yaml" {
-				continue
-			}
-			applyFile(f)
-		}
+	Expect(manifests.Create(ctx, k8sClient, notDeployment, dirs...)).To(Succeed())
+}
+
+func notDeployment(u *unstructured.Unstructured) (bool, error) {
+	switch u.GetKind() {
+	case "ServiceAccount", "RoleBinding", "Role":
+		return false, nil
 	}
+	return true, nil
 }
 
 var seq atomic.Int64

@@ -3,22 +3,20 @@
 package localcp
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/giteatools/fleet-controller/internal/manifests"
 )
 
 // ErrNoAssets is returned when no envtest binaries are available.
@@ -81,9 +79,8 @@ func (c *ControlPlane) Stop() error {
 	return err
 }
 
-// installClusterScoped creates every cluster-scoped object found in the YAML files of
-// dirs (kustomization.yaml files are skipped; namespaced objects belong to a deployment
-// and are skipped too).
+// installClusterScoped creates every cluster-scoped object of the YAML files in dirs
+// (namespaced objects belong to a deployment and are skipped).
 func installClusterScoped(cfg *rest.Config, dirs []string) error {
 	if len(dirs) == 0 {
 		return nil
@@ -92,45 +89,7 @@ func installClusterScoped(cfg *rest.Config, dirs []string) error {
 	if err != nil {
 		return fmt.Errorf("creating client: %w", err)
 	}
-	for _, dir := range dirs {
-		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-		if err != nil {
-			return err
-		}
-		for _, f := range files {
-			if filepath.Base(f) == "kustomization.yaml" {
-				continue
-			}
-			data, err := os.ReadFile(f)
-			if err != nil {
-				return fmt.Errorf("reading %s: %w", f, err)
-			}
-			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-			for {
-				u := &unstructured.Unstructured{}
-				if err := dec.Decode(&u.Object); err != nil {
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					return fmt.Errorf("decoding %s: %w", f, err)
-				}
-				if len(u.Object) == 0 || u.GetNamespace() != "" {
-					continue
-				}
-				namespaced, err := c.IsObjectNamespaced(u)
-				if err != nil {
-					return fmt.Errorf("%s %s from %s: %w", u.GetKind(), u.GetName(), f, err)
-				}
-				if namespaced {
-					continue
-				}
-				if err := c.Create(context.Background(), u); err != nil {
-					return fmt.Errorf("creating %s %s from %s: %w", u.GetKind(), u.GetName(), f, err)
-				}
-			}
-		}
-	}
-	return nil
+	return manifests.Create(context.Background(), c, manifests.ClusterScoped(c), dirs...)
 }
 
 func writeKubeconfig(cfg *rest.Config, path string) error {

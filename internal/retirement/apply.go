@@ -19,6 +19,7 @@ package retirement
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -192,6 +193,23 @@ func RecheckBeforeWrite(row Row, probe *Probe, host Host) (ok bool, reason, deta
 	default:
 		return false, ReasonPIDLivenessUnknown, "re-probe gave no definite answer: " + why
 	}
+}
+
+// ApprovalMismatch explains how an approval differs from the plan it approves: its two
+// tokens must equal the plan's and its identities must be exactly the plan's candidates
+// (order and duplicates aside). It returns "" when the approval repeats the plan.
+// Matching is what an Approved condition needs; it is never enough to retire anything
+// (DecideApply and RecheckBeforeWrite decide that on fresh state).
+func ApprovalMismatch(req Approval, registryFingerprint, candidateFingerprint string, candidates []string) string {
+	switch {
+	case req.RegistryFingerprint != registryFingerprint:
+		return "the approval's registryFingerprint does not equal the plan's"
+	case req.CandidateFingerprint != candidateFingerprint:
+		return "the approval's candidateFingerprint does not equal the plan's"
+	case !slices.Equal(NormalizeIdentities(req.WorkerIdentities), NormalizeIdentities(candidates)):
+		return "the approval's workerIdentities are not exactly the plan's candidate identities"
+	}
+	return ""
 }
 
 // ParseIdentities parses a worker identity list given either as a JSON array

@@ -18,6 +18,7 @@ package retirement
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/giteatools/fleet-controller/internal/fleet"
@@ -279,5 +280,30 @@ func TestSummarize(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestApprovalMismatch(t *testing.T) {
+	const reg, cand = "sha256:aa", "sha256:bb"
+	plan := []string{"w-1", "w-2"}
+	ok := Approval{RegistryFingerprint: reg, CandidateFingerprint: cand, WorkerIdentities: []string{"w-2", "w-1", "w-1"}}
+	if got := ApprovalMismatch(ok, reg, cand, plan); got != "" {
+		t.Fatalf("an approval repeating the plan (in another order) mismatched: %s", got)
+	}
+	for name, tc := range map[string]struct {
+		mutate func(*Approval)
+		want   string
+	}{
+		"registry token":  {func(a *Approval) { a.RegistryFingerprint = "sha256:cc" }, "registryFingerprint"},
+		"candidate token": {func(a *Approval) { a.CandidateFingerprint = "sha256:cc" }, "candidateFingerprint"},
+		"a subset":        {func(a *Approval) { a.WorkerIdentities = []string{"w-1"} }, "workerIdentities"},
+		"a superset":      {func(a *Approval) { a.WorkerIdentities = []string{"w-1", "w-2", "w-3"} }, "workerIdentities"},
+		"nothing":         {func(a *Approval) { a.WorkerIdentities = nil }, "workerIdentities"},
+	} {
+		a := ok
+		tc.mutate(&a)
+		if got := ApprovalMismatch(a, reg, cand, plan); !strings.Contains(got, tc.want) {
+			t.Errorf("%s: ApprovalMismatch = %q, want it to name %s", name, got, tc.want)
+		}
 	}
 }

@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/controllers"
@@ -144,4 +148,39 @@ var _ = Describe("Claiming", func() {
 		Expect(authorize(nsMain, w.name, t, claim.OpReview).Reason).To(Equal(claim.ReasonOperationNotPermitted))
 		Expect(authorize(nsMain, w.name, issueTarget(t.Number+1000), claim.OpPushBranch).Reason).To(Equal(claim.ReasonWrongTarget))
 	})
+
+	It("moves the workflow fence before it takes the lock, so a running retirement stops", func() {
+		w := newWorker(nsMain)
+		t := issueTarget(newIssue("fence moves"))
+		before := fenceVersion(nsMain)
+		tc := w.claim(t)
+		Consistently(func() string { return fenceVersion(nsMain) }, time.Second).Should(Equal(before),
+			"validation alone takes no lock and must not move the fence")
+		w.pin(tc)
+		got := waitPhase(tc, fleetv1alpha1.ClaimPhaseActive)
+		after := fenceVersion(nsMain)
+		Expect(after).NotTo(Equal(before), "acquiring a claim moves the fence")
+		// The fence moved before the lock was written (the lock generation is newer).
+		Expect(resourceVersionNewer(got.Status.Capability.LeaseGeneration, after)).To(BeTrue(),
+			"lock generation %s must come after the fence version %s", got.Status.Capability.LeaseGeneration, after)
+	})
 })
+
+// fenceVersion is the resourceVersion of the namespace's workflow fence ("" while absent).
+func fenceVersion(ns string) string {
+	GinkgoHelper()
+	l := &coordinationv1.Lease{}
+	err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.WorkflowFenceName}, l)
+	if apierrors.IsNotFound(err) {
+		return ""
+	}
+	Expect(err).NotTo(HaveOccurred())
+	return l.ResourceVersion
+}
+
+// resourceVersionNewer compares two etcd resourceVersions (decimal revisions).
+func resourceVersionNewer(a, b string) bool {
+	x, err1 := strconv.ParseInt(a, 10, 64)
+	y, err2 := strconv.ParseInt(b, 10, 64)
+	return err1 == nil && err2 == nil && x > y
+}

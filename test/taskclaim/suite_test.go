@@ -1,11 +1,8 @@
 package taskclaim_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -35,6 +31,7 @@ import (
 	"github.com/giteatools/fleet-controller/controllers"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/manifests"
 	"github.com/giteatools/fleet-controller/internal/testgitea"
 )
 
@@ -219,36 +216,17 @@ func seedGitea() {
 	Expect(err).NotTo(HaveOccurred())
 }
 
-// installManifests creates every object of the YAML files in the given folders (they are
-// plain resource lists), except the namespaced deployment objects of fleet-system.
+// installManifests creates the objects of the project's plain resource folders, except
+// the namespaced deployment objects of fleet-system.
 func installManifests(dirs ...string) {
 	GinkgoHelper()
-	for _, dir := range dirs {
-		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-		Expect(err).NotTo(HaveOccurred())
-		for _, f := range files {
-			if filepath.Base(f) == "kustomization.yaml" {
-				continue
-			}
-			data, err := os.ReadFile(f)
-			Expect(err).NotTo(HaveOccurred())
-			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-			for {
-				u := &unstructured.Unstructured{}
-				if err := dec.Decode(&u.Object); err != nil {
-					if errors.Is(err, io.EOF) {
-						break
-					}
-					Expect(err).NotTo(HaveOccurred(), f)
-				}
-				switch u.GetKind() {
-				case "", "ServiceAccount", "RoleBinding", "Role":
-					continue
-				}
-				Expect(k8s.Create(ctx, u)).To(Succeed(), "%s %s from %s", u.GetKind(), u.GetName(), f)
-			}
+	Expect(manifests.Create(ctx, k8s, func(u *unstructured.Unstructured) (bool, error) {
+		switch u.GetKind() {
+		case "ServiceAccount", "RoleBinding", "Role":
+			return false, nil
 		}
-	}
+		return true, nil
+	}, dirs...)).To(Succeed())
 }
 
 // timing prints one timing line on stderr, so runs report where the time goes.
