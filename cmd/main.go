@@ -26,7 +26,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
-	"github.com/giteatools/fleet-controller/controllers"
 	"github.com/giteatools/fleet-controller/internal/localcp"
 )
 
@@ -72,7 +71,8 @@ func main() {
 	flag.StringVar(&o.crdDir, "crd-dir", "config/crd/bases", "CRD manifests installed into the embedded control plane.")
 	o.manifestDirs = []string{"config/rbac", "config/admission"}
 	flag.StringVar(&o.embedded, "embedded", "auto", "Start an embedded control plane: auto (when no kubeconfig or in-cluster config exists), always, never.")
-	zapOpts := zap.Options{Development: true}
+	// Production logging (JSON) by default; --zap-devel switches to development mode.
+	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -88,6 +88,9 @@ func run(o options) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
+	if o.claimTTL <= 0 {
+		return fmt.Errorf("--claim-ttl must be positive, got %s", o.claimTTL)
+	}
 	cfg, stop, err := restConfig(o)
 	if err != nil {
 		return err
@@ -131,14 +134,14 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
 	}
-	if err := controllers.Setup(ctx, mgr, controllers.Config{
-		HostID:         hostID,
-		ProcRoot:       o.procRoot,
-		GiteaURL:       o.giteaURL,
-		GiteaToken:     giteaToken,
-		Repository:     o.repository,
-		ClaimTTL:       o.claimTTL,
-		CapabilityAddr: o.authzAddr,
+	if err := setup(mgr, config{
+		hostID:         hostID,
+		procRoot:       o.procRoot,
+		giteaURL:       o.giteaURL,
+		giteaToken:     giteaToken,
+		repository:     o.repository,
+		claimTTL:       o.claimTTL,
+		capabilityAddr: o.authzAddr,
 	}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}

@@ -1,25 +1,29 @@
 package v1alpha1
 
-// Condition types shared by the kinds of this group.
+import (
+	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/internal/retirement"
+)
+
+// Condition types shared by the kinds of this group. They follow Flux and kstatus.
 const (
 	// ReadyCondition is always present once the controller has seen the object. True means
-	// the last reconcile reached a final answer for the current generation.
+	// the object reached what its spec asks for: a registration was assessed, a plan was
+	// planned or cleanly applied, a claim is active or was given back by its worker. A
+	// refusal or a failure is never Ready, so `kubectl wait --for=condition=Ready` does not
+	// report success for one.
 	ReadyCondition = "Ready"
-	// StalledCondition is present only while true: the object cannot make progress without
-	// a change to its spec (for example an invalid reference).
+	// StalledCondition is present only while true: the object is final and did not
+	// succeed (a refused claim, an expired or revoked capability, an approval that can
+	// never match, an apply that was refused, failed or stopped part-way). Nothing more
+	// happens to it; a new attempt is a new object.
 	StalledCondition = "Stalled"
 )
 
-// Reasons for ReadyCondition and StalledCondition.
+// Reasons for ReadyCondition of a WorkerRegistration.
 const (
 	// ReasonReconciled is used when a WorkerRegistration was assessed.
 	ReasonReconciled = "Reconciled"
-	// ReasonProgressing is used while the controller still works toward a final answer.
-	ReasonProgressing = "Progressing"
-	// ReasonFailed is used when a reconcile failed with a transient error.
-	ReasonFailed = "Failed"
-	// ReasonInvalidSpec is used when the spec cannot be acted on.
-	ReasonInvalidSpec = "InvalidSpec"
 )
 
 // RetirementPlan condition types.
@@ -27,31 +31,38 @@ const (
 	// ApprovedCondition is True only when spec.approval matches the plan exactly and the
 	// approver holds the approve verb. It gates apply; nothing else does.
 	ApprovedCondition = "Approved"
-	// AppliedCondition reports whether an approved plan was applied.
+	// AppliedCondition is True only when an approved plan was applied cleanly.
 	AppliedCondition = "Applied"
 )
 
-// RetirementPlan reasons.
+// RetirementPlan reasons (for Ready, Stalled, Approved and Applied). They are defined in
+// internal/retirement, which decides them.
 const (
-	// ReasonPlanned is used once a dry-run plan is in status.
-	ReasonPlanned = "Planned"
-	// ReasonAwaitingApproval is used while spec.approval is unset.
-	ReasonAwaitingApproval = "AwaitingApproval"
-	// ReasonApprovalMatches is used when the approval repeats the plan exactly.
-	ReasonApprovalMatches = "ApprovalMatchesPlan"
-	// ReasonApprovalMismatch is used when a token or the identity list differs from the plan.
-	ReasonApprovalMismatch = "ApprovalMismatch"
-	// ReasonApproverNotAuthorized is used when the approver lacks the approve verb.
-	ReasonApproverNotAuthorized = "ApproverNotAuthorized"
-	// ReasonApplySucceeded is used when every requested row was retired.
-	ReasonApplySucceeded = "ApplySucceeded"
-	// ReasonApplyPartial is used when the apply stopped part-way; see status.applyPreserved.
-	ReasonApplyPartial = "ApplyPartial"
-	// ReasonApplyRefused is used when the apply wrote nothing (moved tokens, nothing
-	// requested, already retired).
-	ReasonApplyRefused = "ApplyRefused"
-	// ReasonApplyFailed is used for transaction_failed.
-	ReasonApplyFailed = "ApplyFailed"
+	// ReasonPlanned is used once a dry-run plan is in status (Ready=True).
+	ReasonPlanned = retirement.ConditionPlanned
+	// ReasonAwaitingApproval is used while spec.approval is unset (Approved=False).
+	ReasonAwaitingApproval = retirement.ConditionAwaitingApproval
+	// ReasonApprovalMatches is used when the approval repeats the plan exactly (Approved=True).
+	ReasonApprovalMatches = retirement.ConditionApprovalMatches
+	// ReasonApprovalMismatch is used when a token or the identity list differs from the
+	// plan. spec.approval is set once, so the plan is Stalled.
+	ReasonApprovalMismatch = retirement.ConditionApprovalMismatch
+	// ReasonApproverNotAuthorized is used when the approver lacks the approve verb; the
+	// plan is looked at again, since an operator may bind the approver role later.
+	ReasonApproverNotAuthorized = retirement.ConditionApproverNotAuthorized
+	// ReasonApplySucceeded is used when the apply ran to its end (Ready=True, Applied=True).
+	ReasonApplySucceeded = retirement.ConditionApplySucceeded
+	// ReasonNothingToApply is used when every requested row was already retired, or no
+	// row was requested (Ready=True, Applied=False).
+	ReasonNothingToApply = retirement.ConditionNothingToApply
+	// ReasonApplyPartial is used when the apply stopped part-way; see status.applyPreserved
+	// (Ready=False, Stalled=True).
+	ReasonApplyPartial = retirement.ConditionApplyPartial
+	// ReasonApplyRefused is used when the apply wrote nothing because the registry or the
+	// candidate set moved (Ready=False, Stalled=True).
+	ReasonApplyRefused = retirement.ConditionApplyRefused
+	// ReasonApplyFailed is used for transaction_failed (Ready=False, Stalled=True).
+	ReasonApplyFailed = retirement.ConditionApplyFailed
 )
 
 // TaskClaim condition types.
@@ -64,14 +75,18 @@ const (
 	CapabilityActiveCondition = "CapabilityActive"
 )
 
-// TaskClaim reasons.
+// TaskClaim reasons. An ended claim's Ready and Stalled carry its final phase as the
+// reason (Released, Completed, Expired, Revoked).
 const (
-	// ReasonAwaitingPin is used while the worker has not copied the pin into spec.pin.
+	// ReasonAwaitingPin is used while the worker has not copied the pin into spec.pin
+	// (Ready=False).
 	ReasonAwaitingPin = "AwaitingPin"
-	// ReasonRejected is used for a typed refusal; see status.result.
-	ReasonRejected = "Rejected"
-	// ReasonAcquired is used when the claim was won and published.
+	// ReasonRejected is used for a typed refusal; see status.result (Ready=False,
+	// Stalled=True).
+	ReasonRejected = claim.PhaseRejected
+	// ReasonAcquired is used when the claim was won and published (Ready=True).
 	ReasonAcquired = "Acquired"
-	// ReasonEnded is used when an active capability ended; see status.endedReason.
+	// ReasonEnded is used on CapabilityActive when an active capability ended; see
+	// status.endedReason.
 	ReasonEnded = "Ended"
 )

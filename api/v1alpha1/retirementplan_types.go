@@ -2,17 +2,20 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 
-// Outcome values of a RetirementPlan (the specification's outcome strings).
+// Outcome values of a RetirementPlan (the specification's outcome strings, defined in
+// internal/retirement).
 const (
-	OutcomePlanned               = "planned"
-	OutcomeApplied               = "applied"
-	OutcomeRegistryRevisionMoved = "registry_revision_moved"
-	OutcomeCandidateSetMoved     = "candidate_set_moved"
-	OutcomeAlreadyRetired        = "already_retired"
-	OutcomeNothingRequested      = "nothing_requested"
-	OutcomeTransactionFailed     = "transaction_failed"
+	OutcomePlanned               = retirement.OutcomePlanned
+	OutcomeApplied               = retirement.OutcomeApplied
+	OutcomeRegistryRevisionMoved = retirement.OutcomeRegistryRevisionMoved
+	OutcomeCandidateSetMoved     = retirement.OutcomeCandidateSetMoved
+	OutcomeAlreadyRetired        = retirement.OutcomeAlreadyRetired
+	OutcomeNothingRequested      = retirement.OutcomeNothingRequested
+	OutcomeTransactionFailed     = retirement.OutcomeTransactionFailed
 )
 
 // RetirementApproval is the reviewer's approval of one exact plan, committed to Git and
@@ -144,8 +147,13 @@ type FleetBlocker struct {
 
 // RetirementPlanStatus is the plan, and after an approved apply, its result.
 type RetirementPlanStatus struct {
-	// conditions: Ready (the plan or apply finished), Approved (the approval matches the
-	// plan and the approver holds the approve verb), Applied (the apply ran).
+	// conditions: Ready is True once the dry-run plan is in status and after an apply that
+	// ran to its end (or found nothing to write); it is False while an approval is
+	// refused, and after an apply that was refused, failed or stopped part-way. Stalled is
+	// present, and True, only when the plan is final without success: an approval that
+	// does not match (spec.approval is set once) or an apply that did not succeed; a new
+	// attempt is a new plan. Approved is True only when the approval matches the plan and
+	// the approver holds the approve verb. Applied is True only after a clean apply.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -179,19 +187,24 @@ type RetirementPlanStatus struct {
 	// +optional
 	CandidateFingerprint string `json:"candidateFingerprint,omitempty"`
 
-	// candidateWorkerIdentities are the names of the registrations the plan would retire.
+	// candidateWorkerIdentities are the names of the registrations the plan would retire:
+	// what an approval names. One approval names at most 2000; when more rows are
+	// eligible, the first 2000 (sorted) are listed and candidateCount says how many.
 	// +optional
-	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:MaxItems=2000
 	CandidateWorkerIdentities []string `json:"candidateWorkerIdentities,omitempty"`
 
-	// candidates are the rows eligible for retirement, each with its evidence.
+	// candidates are the rows eligible for retirement, each with its evidence: the first
+	// 500, sorted by name (candidateCount is always complete).
 	// +optional
-	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:MaxItems=500
 	Candidates []WorkerAssessment `json:"candidates,omitempty"`
 
-	// preserved are the rows kept, each with the reason code of the requirement it failed.
+	// preserved are the rows kept, each with the reason code of the requirement it failed:
+	// the first 500, sorted by name (preservedCount and preservedReasonCounts are always
+	// complete).
 	// +optional
-	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:MaxItems=500
 	Preserved []WorkerAssessment `json:"preserved,omitempty"`
 
 	// preservedReasonCounts counts preserved rows by reason code.
@@ -234,15 +247,15 @@ type RetirementPlanStatus struct {
 	// +optional
 	RetiredCount int32 `json:"retiredCount,omitempty"`
 
-	// retired names the rows the apply retired, in the order they were written.
+	// retired names the rows the apply retired, sorted (at most the 2000 an approval names).
 	// +optional
-	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:MaxItems=2000
 	Retired []string `json:"retired,omitempty"`
 
 	// applyPreserved are requested rows the apply did not retire, each with the reason
 	// (row_changed_since_plan, liveness_reprobe_unavailable, external_fence_moved, ...).
 	// +optional
-	// +kubebuilder:validation:MaxItems=10000
+	// +kubebuilder:validation:MaxItems=2000
 	ApplyPreserved []WorkerAssessment `json:"applyPreserved,omitempty"`
 
 	// applyComplete is false when the apply stopped part-way (the external fence moved
@@ -293,8 +306,4 @@ type RetirementPlanList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []RetirementPlan `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&RetirementPlan{}, &RetirementPlanList{})
 }

@@ -2,24 +2,27 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/giteatools/fleet-controller/internal/claim"
 )
 
-// Target kinds.
+// Target kinds (defined in internal/claim).
 const (
-	TargetKindIssue       = "Issue"
-	TargetKindPullRequest = "PullRequest"
+	TargetKindIssue       = string(claim.KindIssue)
+	TargetKindPullRequest = string(claim.KindPullRequest)
 )
 
-// TaskClaim phases.
+// TaskClaim phases. They are defined once, in internal/claim, and re-exported here for
+// clients of the API.
 const (
-	ClaimPhasePending   = "Pending"
-	ClaimPhaseValidated = "Validated"
-	ClaimPhaseActive    = "Active"
-	ClaimPhaseRejected  = "Rejected"
-	ClaimPhaseReleased  = "Released"
-	ClaimPhaseCompleted = "Completed"
-	ClaimPhaseExpired   = "Expired"
-	ClaimPhaseRevoked   = "Revoked"
+	ClaimPhasePending   = claim.PhasePending
+	ClaimPhaseValidated = claim.PhaseValidated
+	ClaimPhaseActive    = claim.PhaseActive
+	ClaimPhaseRejected  = claim.PhaseRejected
+	ClaimPhaseReleased  = claim.PhaseReleased
+	ClaimPhaseCompleted = claim.PhaseCompleted
+	ClaimPhaseExpired   = claim.PhaseExpired
+	ClaimPhaseRevoked   = claim.PhaseRevoked
 )
 
 // TaskTarget is the one Gitea issue or pull request a worker chose.
@@ -188,7 +191,12 @@ type TaskCapability struct {
 
 // TaskClaimStatus is the observed state of a claim.
 type TaskClaimStatus struct {
-	// conditions: Ready, Validated, Claimed, CapabilityActive.
+	// conditions: Ready is True while the claim is Active, and after its worker released
+	// or completed it; it is False while the claim waits for its pin. Stalled is present,
+	// and True, only when the claim is final without that: refused (see result), expired
+	// or revoked (see endedReason). Validated is True once a pin was issued, Claimed once
+	// the claim won its lock and was published in Gitea, and CapabilityActive only while
+	// status.capability may be used.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -259,8 +267,4 @@ type TaskClaimList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []TaskClaim `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&TaskClaim{}, &TaskClaimList{})
 }

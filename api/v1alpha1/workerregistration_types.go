@@ -2,25 +2,28 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/giteatools/fleet-controller/internal/fleet"
 )
 
-// Phase values of a WorkerRegistration.
+// Phase values of a WorkerRegistration. They are defined once, in internal/fleet, and
+// re-exported here for clients of the API.
 const (
 	// PhaseActive marks a registration whose row still describes a worker process.
-	PhaseActive = "Active"
+	PhaseActive = fleet.Active
 	// PhaseRetired marks a registration that was retired; it never becomes Active again.
-	PhaseRetired = "Retired"
+	PhaseRetired = fleet.Retired
 )
 
-// Ownership states computed by the controller.
+// Ownership states computed by the controller (defined in internal/fleet).
 const (
 	// OwnershipLive means the heartbeat is fresh and no probe withdrew liveness.
-	OwnershipLive = "live"
+	OwnershipLive = fleet.Live
 	// OwnershipStale means the heartbeat lapsed (or a probe proved the process gone) while the
 	// row is still Active.
-	OwnershipStale = "stale"
+	OwnershipStale = fleet.Stale
 	// OwnershipHistorical means the row is Retired and only kept as history.
-	OwnershipHistorical = "historical"
+	OwnershipHistorical = fleet.Historical
 )
 
 // ProcessIdentity pins a registration to exactly one operating-system process.
@@ -145,8 +148,8 @@ type WorkerRegistrationSpec struct {
 // WorkerRegistrationStatus is the observed state of a registration. The worker renews
 // lastHeartbeatAt; the controller owns the rest.
 type WorkerRegistrationStatus struct {
-	// conditions describe the registration's current state. Ready reports whether the
-	// controller could assess the row.
+	// conditions describe the registration's current state. Ready is True once the
+	// controller assessed the row for its current generation.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -221,8 +224,4 @@ type WorkerRegistrationList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []WorkerRegistration `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&WorkerRegistration{}, &WorkerRegistrationList{})
 }

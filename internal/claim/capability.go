@@ -55,7 +55,7 @@ type ActivateInput struct {
 	// LeaseHolder is the Lease holder as read back.
 	LeaseHolder string
 	// Record is the Gitea claim record as read back (nil when none).
-	Record *ClaimRecord
+	Record *Record
 	// Now is the current time.
 	Now time.Time
 }
@@ -82,7 +82,7 @@ func Activate(in ActivateInput) (*Capability, Result) {
 	if rec.ClaimID != in.ClaimID || rec.Worker != v.Worker || !sameIdentity(rec.Identity, v.Identity) {
 		return nil, loss(ruleClaimRecordNotOurs, requested)
 	}
-	if norm(rec.State) != RecordStateActive || rec.ExpiresAt.IsZero() || !in.Now.Before(rec.ExpiresAt) {
+	if RecordState(norm(string(rec.State))) != RecordStateActive || rec.ExpiresAt.IsZero() || !in.Now.Before(rec.ExpiresAt) {
 		return nil, loss(ruleClaimRecordInactive, requested)
 	}
 	c := &Capability{
@@ -163,4 +163,48 @@ func Authorize(c *Capability, revoked bool, q Query) (allowed bool, reason strin
 		return false, ReasonOperationNotPermitted
 	}
 	return true, ""
+}
+
+// Held is one claim a worker may act through: its name, phase and capability (nil when
+// the claim holds none).
+type Held struct {
+	// Claim is the TaskClaim's name.
+	Claim string
+	// Worker is the claim's spec.worker.
+	Worker string
+	// Phase is the claim's phase.
+	Phase string
+	// Capability is the claim's status.capability.
+	Capability *Capability
+}
+
+// Answer is the verdict on one query across all of a worker's claims.
+type Answer struct {
+	// Allowed is true when some active capability permits the query.
+	Allowed bool `json:"allowed"`
+	// Reason names why not ("" when allowed).
+	Reason string `json:"reason,omitempty"`
+	// Claim is the claim that allowed the query, or whose refusal is reported. It is
+	// always one of the caller's own claims.
+	Claim string `json:"claim,omitempty"`
+}
+
+// AuthorizeAmong answers q from the caller's active capabilities: the first one that
+// permits it wins. Otherwise the refusal of the caller's last active claim is reported
+// (wrong_target, operation_not_permitted, …), and a caller with no active claim is
+// neutral: no_capability. Claims of other workers are never considered, so an answer
+// never names another worker's task.
+func AuthorizeAmong(held []Held, q Query) Answer {
+	best := Answer{Reason: ReasonNoCapability}
+	for _, h := range held {
+		if h.Worker != q.Worker || h.Phase != PhaseActive || h.Capability == nil {
+			continue
+		}
+		ok, reason := Authorize(h.Capability, false, q)
+		if ok {
+			return Answer{Allowed: true, Claim: h.Claim}
+		}
+		best = Answer{Reason: reason, Claim: h.Claim}
+	}
+	return best
 }

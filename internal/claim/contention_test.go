@@ -16,7 +16,7 @@ type world struct {
 	base           TargetState
 	leaseRV        int // 0: the Lease does not exist
 	leaseHolder    string
-	record         *ClaimRecord
+	record         *Record
 	contentVersion int
 }
 
@@ -39,7 +39,7 @@ func (w *world) read() (TargetState, int) {
 }
 
 // casLease updates the Lease only if it is still at expected.
-func (w *world) casLease(expected, holder string) (string, bool) {
+func (w *world) casLease(expected, holder string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	current := ""
@@ -47,15 +47,15 @@ func (w *world) casLease(expected, holder string) (string, bool) {
 		current = strconv.Itoa(w.leaseRV)
 	}
 	if current != expected {
-		return "", false
+		return false
 	}
 	w.leaseRV++
 	w.leaseHolder = holder
-	return strconv.Itoa(w.leaseRV), true
+	return true
 }
 
 // publish writes the claim record only if the body is still at version cv.
-func (w *world) publish(cv int, rec ClaimRecord) bool {
+func (w *world) publish(cv int, rec Record) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if cv != w.contentVersion {
@@ -93,12 +93,12 @@ func (c contender) claim(w *world, requested Target, now time.Time, pause func()
 	}
 	pause()
 	if !acq.AlreadyHeld {
-		if _, ok := w.casLease(acq.ExpectedGeneration, c.claimID); !ok {
+		if ok := w.casLease(acq.ExpectedGeneration, c.claimID); !ok {
 			return nil, ContentionLoss(PredicateLeaseCASConflict, requested)
 		}
 	}
 	pause()
-	rec := ClaimRecord{ClaimID: c.claimID, Worker: c.worker.Name, Identity: c.worker.Identity,
+	rec := Record{ClaimID: c.claimID, Worker: c.worker.Name, Identity: c.worker.Identity,
 		ExpiresAt: now.Add(time.Hour), State: RecordStateActive}
 	if !w.publish(cv, rec) {
 		return nil, ContentionLoss(PredicateContentVersionConflict, requested)
@@ -222,7 +222,7 @@ func TestContentionInterleavings(t *testing.T) {
 	t.Run("Lease taken between validation and claim", func(t *testing.T) {
 		w := newWorld(fxIssueState())
 		cs := contenders(t, w, 2, fxIssue())
-		if _, ok := w.casLease("100", "claim-1"); !ok {
+		if ok := w.casLease("100", "claim-1"); !ok {
 			t.Fatal("setup swap failed")
 		}
 		_, rA := cs[0].claim(w, fxIssue(), now, func() {})

@@ -1,6 +1,8 @@
 package claim
 
 import (
+	"github.com/giteatools/fleet-controller/internal/fleet"
+
 	"testing"
 	"time"
 )
@@ -27,7 +29,7 @@ func assertLoss(t *testing.T, r Result, in ClaimInput, predicate string, class C
 // requested target, flags contention as normal and requires fresh inspection.
 func assertTypedLoss(t *testing.T, r Result, requested Target) {
 	t.Helper()
-	rule, ok := RuleByPredicate(r.FailedPredicate)
+	rule, ok := ruleByPredicate(r.FailedPredicate)
 	switch {
 	case !ok || rule.ID != r.RuleID || rule.Message != r.Message || rule.Class != r.Class || rule.Blocker != r.Blocker:
 		t.Fatalf("loss does not come from its rule: %+v", r)
@@ -160,8 +162,8 @@ func TestClauseRevalidate(t *testing.T) {
 		{"role moved", func(in *ClaimInput) { in.Fresh.Reviewed = true }, "role_moved", ClassStaleState},
 		{"state read of another item", func(in *ClaimInput) { in.Fresh.Target.Number = 58 }, "target_state_mismatch", ClassStaleState},
 		{"target closed meanwhile", func(in *ClaimInput) { in.Fresh.State = StateClosed }, "target_terminal", ClassEligibility},
-		{"worker retired meanwhile", func(in *ClaimInput) { in.Worker.Phase = PhaseRetired }, "worker_retired", ClassAuthority},
-		{"worker went stale meanwhile", func(in *ClaimInput) { in.Worker.OwnershipState = OwnershipStale }, "worker_not_live", ClassAuthority},
+		{"worker retired meanwhile", func(in *ClaimInput) { in.Worker.Phase = fleet.Retired }, "worker_retired", ClassAuthority},
+		{"worker went stale meanwhile", func(in *ClaimInput) { in.Worker.OwnershipState = fleet.Stale }, "worker_not_live", ClassAuthority},
 		{"blocked meanwhile", func(in *ClaimInput) { in.Fresh.Labels = []string{LabelBlocked} }, "target_blocked", ClassEligibility},
 		{"claimed by another meanwhile", func(in *ClaimInput) { in.Fresh.ClaimRecord = foreignRecord() }, "claim_record_foreign", ClassContention},
 		{"assigned meanwhile", func(in *ClaimInput) { in.Fresh.Assignees = []string{"rivalperson"} }, "assignee_foreign", ClassContention},
@@ -229,7 +231,7 @@ func TestClauseCompareAndSwap(t *testing.T) {
 	t.Run("already held by this claim", func(t *testing.T) {
 		in := base
 		in.Fresh.LeaseGeneration, in.Fresh.LeaseHolder = "201", in.ClaimID
-		in.Fresh.ClaimRecord = &ClaimRecord{ClaimID: in.ClaimID, Worker: in.Worker.Name, Identity: in.Worker.Identity,
+		in.Fresh.ClaimRecord = &Record{ClaimID: in.ClaimID, Worker: in.Worker.Name, Identity: in.Worker.Identity,
 			ExpiresAt: in.Now.Add(time.Hour), State: RecordStateActive}
 		acq, r := DecideClaim(in)
 		if r.Outcome != OutcomeValidated || !acq.AlreadyHeld || acq.ExpectedGeneration != "201" {

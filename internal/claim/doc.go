@@ -30,7 +30,16 @@
 //     role, operations, pin, claim/lease and expiry. A failed write is
 //     reported with [ContentionLoss].
 //  4. While active, [CheckActive] decides from fresh state whether the
-//     capability ends and why; [NextDeadline] says when it ends on its own.
+//     capability ends and why; the reconciler looks again after
+//     [RecheckAfter] (at the expiry, and at least every
+//     [DefaultActiveRecheck], since Gitea sends no watch events). [EndPhase]
+//     and [EndingFor] say how an ending is recorded: the final phase, the
+//     record's final state and the audited event.
+//
+// [NextStep] says which of these steps a reconcile takes. The package also
+// owns the vocabulary the API re-exports: the claim phases ([FinalPhase]),
+// record states, triggers and events, and which claims protect their worker
+// from retirement ([WorkflowOwners]).
 //
 // # Rule set
 //

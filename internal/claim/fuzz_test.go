@@ -1,6 +1,8 @@
 package claim
 
 import (
+	"github.com/giteatools/fleet-controller/internal/fleet"
+
 	"reflect"
 	"slices"
 	"strings"
@@ -80,12 +82,12 @@ func FuzzValidate(f *testing.F) {
 			st.Assignees = []string{assignee}
 		}
 		if recWorker != "" {
-			st.ClaimRecord = &ClaimRecord{ClaimID: "c-" + recWorker, Worker: recWorker, Identity: recWorker,
-				State: recState, ExpiresAt: fxNow.Add(time.Hour)}
+			st.ClaimRecord = &Record{ClaimID: "c-" + recWorker, Worker: recWorker, Identity: recWorker,
+				State: RecordState(recState), ExpiresAt: fxNow.Add(time.Hour)}
 		}
 		w := fxWorker("w1", identity)
 		if !live {
-			w.OwnershipState = OwnershipStale
+			w.OwnershipState = fleet.Stale
 		}
 		in := fxValidateInput(w, requested, st)
 
@@ -98,7 +100,7 @@ func FuzzValidate(f *testing.F) {
 			t.Fatalf("result %+v", r1)
 		}
 		if r1.Refused() {
-			rule, ok := RuleByPredicate(r1.FailedPredicate)
+			rule, ok := ruleByPredicate(r1.FailedPredicate)
 			if !ok || rule.ID != r1.RuleID || !slices.Contains(Classes(), r1.Class) || !r1.ReassessFromFreshState {
 				t.Fatalf("refusal not from the rule set: %+v", r1)
 			}

@@ -1,6 +1,8 @@
 package claim
 
 import (
+	"github.com/giteatools/fleet-controller/internal/fleet"
+
 	"time"
 )
 
@@ -19,7 +21,7 @@ const (
 var fxNow = time.Date(2026, 7, 31, 15, 0, 0, 0, time.UTC)
 
 func fxWorker(name, identity string) Worker {
-	return Worker{Name: name, Identity: identity, Repository: fxRepo, Phase: PhaseActive, OwnershipState: OwnershipLive}
+	return Worker{Name: name, Identity: identity, Repository: fxRepo, Phase: fleet.Active, OwnershipState: fleet.Live}
 }
 
 func fxIssue() Target { return Target{Repository: fxRepo, Kind: KindIssue, Number: fxIssueNumber} }
@@ -120,8 +122,8 @@ func fxCapability(t interface {
 	return *c
 }
 
-func fxOwnRecord(in ValidateInput) *ClaimRecord {
-	return &ClaimRecord{
+func fxOwnRecord(in ValidateInput) *Record {
+	return &Record{
 		ClaimID:   in.ClaimID,
 		Worker:    in.Worker.Name,
 		Identity:  in.Worker.Identity,

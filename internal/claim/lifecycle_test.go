@@ -1,6 +1,8 @@
 package claim
 
 import (
+	"github.com/giteatools/fleet-controller/internal/fleet"
+
 	"testing"
 	"time"
 )
@@ -20,7 +22,7 @@ func TestCheckActive(t *testing.T) {
 		name string
 		in   func() ValidateInput
 		mut  func(*env)
-		want string
+		want Trigger
 	}{
 		{"stands", prIn, func(*env) {}, ""},
 		{"issue stands", issueIn, func(*env) {}, ""},
@@ -58,8 +60,8 @@ func TestCheckActive(t *testing.T) {
 		{"lease released", prIn, func(e *env) { e.st.LeaseHolder = "" }, TriggerOwnershipLoss},
 		{"lease generation moved", prIn, func(e *env) { e.st.LeaseGeneration = "302" }, TriggerOwnershipLoss},
 		{"assigned to someone else", issueIn, func(e *env) { e.st.Assignees = []string{"rivalperson"} }, TriggerOwnershipLoss},
-		{"worker retired", prIn, func(e *env) { e.w.Phase = PhaseRetired }, TriggerOwnershipLoss},
-		{"worker stale", prIn, func(e *env) { e.w.OwnershipState = OwnershipStale }, TriggerOwnershipLoss},
+		{"worker retired", prIn, func(e *env) { e.w.Phase = fleet.Retired }, TriggerOwnershipLoss},
+		{"worker stale", prIn, func(e *env) { e.w.OwnershipState = fleet.Stale }, TriggerOwnershipLoss},
 		{"worker identity changed", prIn, func(e *env) { e.w.Identity = "dave" }, TriggerOwnershipLoss},
 		{"other worker", prIn, func(e *env) { e.w.Name = "w2" }, TriggerOwnershipLoss},
 		{"ownership before staleness", prIn, func(e *env) {
@@ -80,7 +82,7 @@ func TestCheckActive(t *testing.T) {
 			if trigger != tt.want || ends != (tt.want != "") {
 				t.Fatalf("CheckActive = %q %v, want %q", trigger, ends, tt.want)
 			}
-			if tt.want != "" && IsRevocation(trigger) == IsExpiry(trigger) {
+			if tt.want != "" && trigger.Revocation() == (trigger == ExpiryExpired || trigger == ExpiryCycleComplete) {
 				t.Fatalf("trigger %q is not exactly one of revocation or expiry", trigger)
 			}
 		})
@@ -88,17 +90,23 @@ func TestCheckActive(t *testing.T) {
 }
 
 func TestTriggerPartition(t *testing.T) {
-	for _, tr := range []string{TriggerRelease, TriggerBlock, TriggerFailedValidation, TriggerStaleState, TriggerOwnershipLoss} {
-		if !IsRevocation(tr) || IsExpiry(tr) {
+	for _, tr := range []Trigger{TriggerRelease, TriggerBlock, TriggerFailedValidation, TriggerStaleState, TriggerOwnershipLoss} {
+		if !tr.Revocation() {
 			t.Errorf("%s should be a revocation", tr)
 		}
-	}
-	for _, tr := range []string{ExpiryExpired, ExpiryCycleComplete} {
-		if IsRevocation(tr) || !IsExpiry(tr) {
-			t.Errorf("%s should be an expiry", tr)
+		if p := EndPhase(tr); p != PhaseRevoked && p != PhaseReleased {
+			t.Errorf("revocation %s ends %s", tr, p)
 		}
 	}
-	if IsRevocation("") || IsExpiry("") {
+	for _, tr := range []Trigger{ExpiryExpired, ExpiryCycleComplete} {
+		if tr.Revocation() {
+			t.Errorf("%s should be an expiry, not a revocation", tr)
+		}
+		if p := EndPhase(tr); p != PhaseExpired && p != PhaseCompleted {
+			t.Errorf("expiry %s ends %s", tr, p)
+		}
+	}
+	if Trigger("").Revocation() {
 		t.Error("empty trigger classified")
 	}
 }
@@ -110,7 +118,7 @@ func TestReturnToNeutral(t *testing.T) {
 	for _, end := range []struct {
 		name                string
 		released, completed bool
-		recordState         string
+		recordState         RecordState
 	}{
 		{"release", true, false, RecordStateReleased},
 		{"completion", false, true, RecordStateCompleted},

@@ -1,6 +1,8 @@
 package claim
 
 import (
+	"github.com/giteatools/fleet-controller/internal/fleet"
+
 	"encoding/json"
 	"reflect"
 	"strconv"
@@ -134,7 +136,7 @@ func TestNoRefusalNamesAnotherTarget(t *testing.T) {
 		"pusher meanwhile":     func(in *ClaimInput) { in.Fresh.Pushers = append(in.Fresh.Pushers, "carol") },
 		"assignee meanwhile":   func(in *ClaimInput) { in.Fresh.Assignees = []string{"rivalperson"} },
 		"blocked meanwhile":    func(in *ClaimInput) { in.Fresh.Labels = []string{LabelBlocked} },
-		"worker gone stale":    func(in *ClaimInput) { in.Worker.OwnershipState = OwnershipStale },
+		"worker gone stale":    func(in *ClaimInput) { in.Worker.OwnershipState = fleet.Stale },
 		"dependency reopened":  func(in *ClaimInput) { in.Fresh.Dependencies[0].State = StateOpen },
 		"tampered validation":  func(in *ClaimInput) { in.Validated.Target.Number = 7777 },
 		"validation not given": func(in *ClaimInput) { in.Validated = Validation{} },

@@ -96,7 +96,8 @@ var (
 // CheckIndependence enforces identity-level independence for a role on a
 // target. The reviewer, approver and merger roles are refused to the identity
 // that authored the target or appears among its pushers (compared without
-// regard to case). The author role carries no such restriction: opening an
+// regard to case). Independence that cannot be shown fails closed: an unknown
+// identity or author, or any commit whose e-mail maps to no account. The author role carries no such restriction: opening an
 // issue does not bar its author from working it. The check is on identities,
 // so no derived role can route around it.
 func CheckIndependence(identity string, role Role, st TargetState) error {
@@ -107,7 +108,8 @@ func CheckIndependence(identity string, role Role, st TargetState) error {
 	default:
 		return ErrRoleNotGrantable
 	}
-	if norm(identity) == "" || norm(st.Author) == "" {
+	if norm(identity) == "" || norm(st.Author) == "" || len(st.UnmappedCommitEmails) > 0 {
+		// Nobody can say who wrote commits whose e-mail maps to no account.
 		return ErrIndependenceUnprovable
 	}
 	if sameIdentity(identity, st.Author) {

@@ -59,7 +59,7 @@ func TestDeriveRoleIgnoresEverythingButKindAndState(t *testing.T) {
 		st.Assignees = []string{"carol"}
 		st.Dependencies = []DependencyEdge{{Repository: fxRepo, Number: 9, State: StateOpen}}
 		st.ParityRevision = "ffff"
-		st.ClaimRecord = &ClaimRecord{ClaimID: "c", Worker: "w", Identity: "i", State: RecordStateActive, ExpiresAt: fxNow.Add(time.Hour)}
+		st.ClaimRecord = &Record{ClaimID: "c", Worker: "w", Identity: "i", State: RecordStateActive, ExpiresAt: fxNow.Add(time.Hour)}
 		st.LeaseGeneration, st.LeaseHolder = "9", "h"
 		if got := DeriveRole(st); got != want {
 			t.Fatalf("%s: role moved from %q to %q with non-role fields", base.Target.Kind, want, got)

@@ -198,8 +198,8 @@ func RuleSet() ([]byte, Rules) {
 // RuleSetDigest is "sha256:<hex>" of the exact embedded rule set bytes.
 func RuleSetDigest() string { return embedded.digest }
 
-// RuleByPredicate looks a rule up by its predicate.
-func RuleByPredicate(predicate string) (Rule, bool) {
+// ruleByPredicate looks a rule up by its predicate.
+func ruleByPredicate(predicate string) (Rule, bool) {
 	r, ok := embedded.byPredicate[predicate]
 	return r, ok
 }

@@ -1,6 +1,7 @@
 package claim
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -23,41 +24,45 @@ const (
 	StateClosed = "closed"
 )
 
-// Worker registration values, mirroring the WorkerRegistration API.
-const (
-	// PhaseActive is a registration that still describes a running worker.
-	PhaseActive = "Active"
-	// PhaseRetired is a registration that was retired.
-	PhaseRetired = "Retired"
-	// OwnershipLive is a registration whose heartbeat is fresh.
-	OwnershipLive = "live"
-	// OwnershipStale is an active registration whose heartbeat lapsed.
-	OwnershipStale = "stale"
-	// OwnershipHistorical is a retired registration kept as history.
-	OwnershipHistorical = "historical"
-)
-
 // VerdictAllowed is the only capability verdict (e.g. from a SubjectAccessReview)
 // under which a worker may validate or claim.
 const VerdictAllowed = "allowed"
 
-// Claim record states, as written in the Gitea claim record. Only
-// RecordStateActive is in force; the others end a record.
+// RecordState is the lifecycle state written in a claim record.
+type RecordState string
+
+// Claim record states. Only RecordStateActive is in force; the others end a record.
 const (
 	// RecordStateActive is a claim record in force (until its ExpiresAt).
-	RecordStateActive = "active"
+	RecordStateActive RecordState = "active"
 	// RecordStateReleased is a record ended by release.
-	RecordStateReleased = "released"
+	RecordStateReleased RecordState = "released"
 	// RecordStateCompleted is a record ended by cycle completion.
-	RecordStateCompleted = "completed"
+	RecordStateCompleted RecordState = "completed"
 	// RecordStateExpired is a record ended by expiry.
-	RecordStateExpired = "expired"
-	// RecordStateRevoked is a record ended by revocation.
-	RecordStateRevoked = "revoked"
+	RecordStateExpired RecordState = "expired"
+	// RecordStateRevoked is a record ended by revocation (block, failed validation,
+	// stale state, ownership loss).
+	RecordStateRevoked RecordState = "revoked"
 )
+
+// Final reports whether s ends a claim (every known state but active).
+func (s RecordState) Final() bool {
+	switch s {
+	case RecordStateReleased, RecordStateCompleted, RecordStateExpired, RecordStateRevoked:
+		return true
+	}
+	return false
+}
+
+// Known reports whether s is one of the record states.
+func (s RecordState) Known() bool { return s == RecordStateActive || s.Final() }
 
 // LabelBlocked is the Gitea label that marks a target as blocked.
 const LabelBlocked = "blocked"
+
+// Valid reports whether k is one of the known kinds.
+func (k Kind) Valid() bool { return k == KindIssue || k == KindPullRequest }
 
 // Target is exactly one issue or pull request in one repository.
 type Target struct {
@@ -69,6 +74,11 @@ type Target struct {
 	Number int64 `json:"number"`
 	// HeadSHA is the pull request head commit; empty for issues.
 	HeadSHA string `json:"headSHA,omitempty"`
+}
+
+// String renders the target as owner/name#number (kind).
+func (t Target) String() string {
+	return fmt.Sprintf("%s#%d (%s)", t.Repository, t.Number, t.Kind)
 }
 
 // SameItem reports whether t and o name the same issue or pull request
@@ -92,31 +102,84 @@ type DependencyEdge struct {
 	Number int64 `json:"number"`
 	// State is the blocking issue's state; anything but "closed" gates.
 	State string `json:"state"`
+	// PullRequest is true when the blocking item is a pull request.
+	PullRequest bool `json:"pullRequest,omitempty"`
 }
 
-// ClaimRecord is the authoritative claim published in Gitea for a target.
-type ClaimRecord struct {
-	// ClaimID identifies the claim (the TaskClaim that published it).
+// Review states as Gitea reports them.
+const (
+	// ReviewApproved approves the pull request.
+	ReviewApproved = "APPROVED"
+	// ReviewRequestChanges asks for changes.
+	ReviewRequestChanges = "REQUEST_CHANGES"
+	// ReviewComment comments without a verdict.
+	ReviewComment = "COMMENT"
+)
+
+// Review is one submitted pull request review.
+type Review struct {
+	// ID is Gitea's review id.
+	ID int64 `json:"id"`
+	// Reviewer is the reviewer's identity.
+	Reviewer string `json:"reviewer"`
+	// State is ReviewApproved, ReviewRequestChanges or ReviewComment.
+	State string `json:"state"`
+	// CommitID is the head commit the review was made on.
+	CommitID string `json:"commitID"`
+	// Stale is true when the pull request head moved after the review.
+	Stale bool `json:"stale,omitempty"`
+	// Dismissed is true when the review was dismissed.
+	Dismissed bool `json:"dismissed,omitempty"`
+	// Official is true when the review counts towards required approvals.
+	Official bool `json:"official,omitempty"`
+}
+
+// Record is the authoritative claim published in Gitea for a target. Its JSON form is
+// the record as stored (see internal/giteaclaim); times are UTC with second precision.
+type Record struct {
+	// ClaimID identifies the claim (the TaskClaim's UID); it tells "ours" from "foreign".
 	ClaimID string `json:"claimID"`
 	// Worker is the registration name of the claiming worker.
 	Worker string `json:"worker"`
 	// Identity is the Gitea identity of the claiming worker.
 	Identity string `json:"identity"`
-	// ExpiresAt is when the record stops being in force.
+	// Role is the task role derived for the claim.
+	Role string `json:"role"`
+	// Repository is the canonical "owner/name" of the target.
+	Repository string `json:"repository"`
+	// Kind is the target kind.
+	Kind Kind `json:"kind"`
+	// Number is the target number.
+	Number int64 `json:"number"`
+	// HeadSHA is the pull request head the claim was validated against (empty for
+	// issues).
+	HeadSHA string `json:"headSHA,omitempty"`
+	// Generation is the lock generation the claim was acquired at (the per-target
+	// Lease's resourceVersion).
+	Generation string `json:"generation"`
+	// Pin is the validation pin the claim was made with.
+	Pin string `json:"pin"`
+	// State is the record's lifecycle state.
+	State RecordState `json:"state"`
+	// ClaimedAt is when the claim was acquired.
+	ClaimedAt time.Time `json:"claimedAt"`
+	// ExpiresAt is when the record stops being in force on its own.
 	ExpiresAt time.Time `json:"expiresAt"`
-	// State is one of the RecordState constants.
-	State string `json:"state"`
+}
+
+// Target is the item the record claims (without a head).
+func (r *Record) Target() Target {
+	return Target{Repository: r.Repository, Kind: r.Kind, Number: r.Number}
 }
 
 // InForce reports whether the record still claims its target at now. A record
 // is in force unless its state is a known ending state or its expiry has
 // passed; unknown states count as in force so that doubt never frees a target.
-func (r *ClaimRecord) InForce(now time.Time) bool {
+func (r *Record) InForce(now time.Time) bool {
 	if r == nil {
 		return false
 	}
-	switch norm(r.State) {
-	case RecordStateReleased, RecordStateCompleted, RecordStateExpired, RecordStateRevoked:
+	if RecordState(norm(string(r.State))).Final() {
 		return false
 	}
 	if !r.ExpiresAt.IsZero() && !now.Before(r.ExpiresAt) {
@@ -136,13 +199,31 @@ type TargetState struct {
 	Merged bool `json:"merged"`
 	// Author is the identity that opened the issue or pull request.
 	Author string `json:"author"`
+	// Draft is true for a pull request marked as work in progress.
+	Draft bool `json:"draft,omitempty"`
+	// HeadBranch is the pull request's head branch (empty for issues).
+	HeadBranch string `json:"headBranch,omitempty"`
+	// BaseBranch is the branch a pull request targets; for an issue, the
+	// repository's default branch.
+	BaseBranch string `json:"baseBranch,omitempty"`
 	// Pushers are the identities that authored or committed any commit of the
-	// pull request, plus the identity of the last push.
+	// pull request, plus the identity that opened it; sorted, unique.
 	Pushers []string `json:"pushers,omitempty"`
+	// UnmappedCommitEmails are commit author or committer e-mails that map to
+	// no account; sorted, unique. Nobody can prove who these are, so
+	// independence cannot be shown while any exist.
+	UnmappedCommitEmails []string `json:"unmappedCommitEmails,omitempty"`
+	// Reviews are the submitted reviews of a pull request, oldest first
+	// (pending drafts and bare review requests are left out).
+	Reviews []Review `json:"reviews,omitempty"`
 	// Reviewed is true when at least one non-approving review was submitted.
 	Reviewed bool `json:"reviewed"`
-	// Approved is true when an approval is in force.
+	// Approved is true when an approval is in force (neither dismissed nor
+	// made on an older head).
 	Approved bool `json:"approved"`
+	// ChangesRequested is true when a change request is neither dismissed
+	// nor stale.
+	ChangesRequested bool `json:"changesRequested,omitempty"`
 	// Labels are the target's label names.
 	Labels []string `json:"labels,omitempty"`
 	// Assignees are the identities the target is assigned to.
@@ -152,7 +233,11 @@ type TargetState struct {
 	// ParityRevision is the head commit of the base (default) branch.
 	ParityRevision string `json:"parityRevision"`
 	// ClaimRecord is the claim record currently published in Gitea, if any.
-	ClaimRecord *ClaimRecord `json:"claimRecord,omitempty"`
+	ClaimRecord *Record `json:"claimRecord,omitempty"`
+	// RecordVersion is the version of the storage that holds the record (the
+	// issue's content_version in Gitea) at the time of the read. A guarded
+	// write of the record fails when it moved since.
+	RecordVersion int64 `json:"recordVersion,omitempty"`
 	// LeaseGeneration is the resourceVersion of the per-target Lease; "" when
 	// the Lease does not exist yet.
 	LeaseGeneration string `json:"leaseGeneration"`
@@ -172,9 +257,9 @@ type Worker struct {
 	Identity string `json:"identity"`
 	// Repository is the "owner/name" repository the worker is bound to.
 	Repository string `json:"repository"`
-	// Phase is Active or Retired.
+	// Phase is Active or Retired (fleet.Active, fleet.Retired).
 	Phase string `json:"phase"`
-	// OwnershipState is live, stale or historical.
+	// OwnershipState is live, stale or historical (fleet.Live, …).
 	OwnershipState string `json:"ownershipState"`
 }
 

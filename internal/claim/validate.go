@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/giteatools/fleet-controller/internal/fleet"
 )
 
 // ValidateInput is everything Validate decides from. The reconciler reads it
@@ -105,9 +107,9 @@ func checkWorker(in ValidateInput) ruleID {
 	switch {
 	case strings.TrimSpace(w.Name) == "" || strings.TrimSpace(w.Identity) == "":
 		return ruleWorkerNotRegistered
-	case w.Phase != PhaseActive:
+	case w.Phase != fleet.Active:
 		return ruleWorkerRetired
-	case w.OwnershipState != OwnershipLive:
+	case w.OwnershipState != fleet.Live:
 		return ruleWorkerNotLive
 	}
 	return ""
@@ -226,7 +228,7 @@ func checkBlockedLabel(in ValidateInput) ruleID {
 
 // recordOwnedBy reports whether rec was published by this worker under this
 // claim. With no claim id, any record of the same worker and identity counts.
-func recordOwnedBy(rec *ClaimRecord, w Worker, claimID string) bool {
+func recordOwnedBy(rec *Record, w Worker, claimID string) bool {
 	if rec == nil || rec.Worker != w.Name || !sameIdentity(rec.Identity, w.Identity) {
 		return false
 	}

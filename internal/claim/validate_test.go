@@ -1,6 +1,8 @@
 package claim
 
 import (
+	"github.com/giteatools/fleet-controller/internal/fleet"
+
 	"reflect"
 	"slices"
 	"testing"
@@ -22,8 +24,8 @@ func issueIn() ValidateInput {
 }
 func prIn() ValidateInput { return fxValidateInput(fxWorker("w1", "carol"), fxPR(), fxPRState()) }
 
-func foreignRecord() *ClaimRecord {
-	return &ClaimRecord{ClaimID: "rival-claim-9191", Worker: "rival-worker", Identity: "rivalperson",
+func foreignRecord() *Record {
+	return &Record{ClaimID: "rival-claim-9191", Worker: "rival-worker", Identity: "rivalperson",
 		ExpiresAt: fxNow.Add(time.Hour), State: RecordStateActive}
 }
 
@@ -32,10 +34,10 @@ func validateCases() []validateCase {
 	return []validateCase{
 		{"no worker name", issueIn, func(in *ValidateInput) { in.Worker.Name = "" }, "worker_not_registered", A, BlockerNone},
 		{"no worker identity", issueIn, func(in *ValidateInput) { in.Worker.Identity = " " }, "worker_not_registered", A, BlockerNone},
-		{"retired worker", issueIn, func(in *ValidateInput) { in.Worker.Phase = PhaseRetired }, "worker_retired", A, BlockerNone},
+		{"retired worker", issueIn, func(in *ValidateInput) { in.Worker.Phase = fleet.Retired }, "worker_retired", A, BlockerNone},
 		{"phase unset", issueIn, func(in *ValidateInput) { in.Worker.Phase = "" }, "worker_retired", A, BlockerNone},
-		{"stale worker", issueIn, func(in *ValidateInput) { in.Worker.OwnershipState = OwnershipStale }, "worker_not_live", A, BlockerNone},
-		{"historical worker", issueIn, func(in *ValidateInput) { in.Worker.OwnershipState = OwnershipHistorical }, "worker_not_live", A, BlockerNone},
+		{"stale worker", issueIn, func(in *ValidateInput) { in.Worker.OwnershipState = fleet.Stale }, "worker_not_live", A, BlockerNone},
+		{"historical worker", issueIn, func(in *ValidateInput) { in.Worker.OwnershipState = fleet.Historical }, "worker_not_live", A, BlockerNone},
 		{"verdict denied", issueIn, func(in *ValidateInput) { in.CapabilityVerdict = "denied" }, "capability_denied", A, BlockerNone},
 		{"verdict missing", issueIn, func(in *ValidateInput) { in.CapabilityVerdict = "" }, "capability_denied", A, BlockerNone},
 		{"repository without owner", issueIn, func(in *ValidateInput) { in.Requested.Repository = "app" }, "target_malformed", P, BlockerNone},
@@ -79,7 +81,7 @@ func validateCases() []validateCase {
 			in.State.ClaimRecord.ExpiresAt = time.Time{}
 		}, "claim_record_foreign", C, BlockerForeignClaimed},
 		{"same worker, other claim", issueIn, func(in *ValidateInput) {
-			in.State.ClaimRecord = &ClaimRecord{ClaimID: "rival-claim-9191", Worker: "w1", Identity: "carol",
+			in.State.ClaimRecord = &Record{ClaimID: "rival-claim-9191", Worker: "w1", Identity: "carol",
 				ExpiresAt: fxNow.Add(time.Hour), State: RecordStateActive}
 		}, "claim_record_foreign", C, BlockerForeignClaimed},
 		{"foreign lease holder", prIn, func(in *ValidateInput) { in.State.LeaseHolder = "rival-claim-9191" }, "lease_held_foreign", C, BlockerForeignClaimed},
@@ -104,7 +106,7 @@ func TestValidateRefusals(t *testing.T) {
 			if r.Outcome != OutcomeRejected || r.FailedPredicate != tc.predicate || r.Class != tc.class || r.Blocker != tc.blocker {
 				t.Fatalf("got %s %s/%s %s, want rejected %s/%s %s", r.Outcome, r.Class, r.Blocker, r.FailedPredicate, tc.class, tc.blocker, tc.predicate)
 			}
-			rule, ok := RuleByPredicate(tc.predicate)
+			rule, ok := ruleByPredicate(tc.predicate)
 			if !ok || r.RuleID != rule.ID || r.Message != rule.Message {
 				t.Fatalf("result does not cite its rule: %+v vs %+v", r, rule)
 			}
@@ -163,7 +165,7 @@ func TestValidateOrder(t *testing.T) {
 		want string
 	}{
 		{"authority before policy", func(in *ValidateInput) {
-			in.Worker.Phase = PhaseRetired
+			in.Worker.Phase = fleet.Retired
 			in.ControllerRepository = "fleet/ops"
 		}, "worker_retired"},
 		{"policy before stale", func(in *ValidateInput) {

@@ -54,6 +54,15 @@ const (
 	Retired = "Retired"
 )
 
+// EffectivePhase is the phase a registration is in: a registration whose status the
+// controller has not written yet ("") is Active.
+func EffectivePhase(phase string) string {
+	if phase == "" {
+		return Active
+	}
+	return phase
+}
+
 // PIDState is the answer of a process prober about one registered process.
 type PIDState string
 

@@ -8,69 +8,18 @@ import (
 	"time"
 
 	"code.gitea.io/sdk/gitea"
+
+	"github.com/giteatools/fleet-controller/internal/claim"
 )
-
-// Event is a claim lifecycle transition.
-type Event string
-
-const (
-	// EventClaimed: the claim record was published in Gitea.
-	EventClaimed Event = "claimed"
-	// EventActivated: the task capability was activated for the claim.
-	EventActivated Event = "activated"
-	// EventReleased: the holder released the claim.
-	EventReleased Event = "released"
-	// EventCompleted: the work cycle finished and the capability expired.
-	EventCompleted Event = "completed"
-	// EventExpired: the claim ran past its expiry.
-	EventExpired Event = "expired"
-	// EventRevoked: the capability was taken away; Trigger says why.
-	EventRevoked Event = "revoked"
-	// EventRejected: a claim attempt was refused.
-	EventRejected Event = "rejected"
-)
-
-// Valid reports whether e is a known event.
-func (e Event) Valid() bool {
-	switch e {
-	case EventClaimed, EventActivated, EventReleased, EventCompleted, EventExpired, EventRevoked, EventRejected:
-		return true
-	}
-	return false
-}
-
-// Trigger is the cause of a revocation.
-type Trigger string
-
-const (
-	// TriggerRelease: revoked because the claim was released.
-	TriggerRelease Trigger = "release"
-	// TriggerBlock: revoked because the task became blocked.
-	TriggerBlock Trigger = "block"
-	// TriggerFailedValidation: revoked because revalidation failed.
-	TriggerFailedValidation Trigger = "failed_validation"
-	// TriggerStaleState: revoked because the pinned state moved.
-	TriggerStaleState Trigger = "stale_state"
-	// TriggerOwnershipLoss: revoked because the claim or lock was lost.
-	TriggerOwnershipLoss Trigger = "ownership_loss"
-)
-
-// Valid reports whether t is a known trigger.
-func (t Trigger) Valid() bool {
-	switch t {
-	case TriggerRelease, TriggerBlock, TriggerFailedValidation, TriggerStaleState, TriggerOwnershipLoss:
-		return true
-	}
-	return false
-}
 
 // Transition is one audited lifecycle step of a claim, stored as an issue
 // comment.
 type Transition struct {
 	// Event is what happened.
-	Event Event `json:"event"`
-	// Trigger is set for EventRevoked (and only then).
-	Trigger Trigger `json:"trigger,omitempty"`
+	Event claim.Event `json:"event"`
+	// Trigger is set for [claim.EventRevoked] (and only then); it must be one
+	// of the revocation triggers ([claim.Trigger.Revocation]).
+	Trigger claim.Trigger `json:"trigger,omitempty"`
 	// ClaimID is the claim concerned.
 	ClaimID string `json:"claimID"`
 	// Worker is the worker registration concerned.
@@ -98,11 +47,11 @@ func (tr Transition) validate() error {
 	if !tr.Event.Valid() {
 		return fmt.Errorf("%w: unknown transition event %q", ErrInvalidArgument, tr.Event)
 	}
-	if tr.Event == EventRevoked && !tr.Trigger.Valid() {
+	if tr.Event == claim.EventRevoked && !tr.Trigger.Revocation() {
 		return fmt.Errorf("%w: revocation needs a known trigger, got %q", ErrInvalidArgument, tr.Trigger)
 	}
-	if tr.Event != EventRevoked && tr.Trigger != "" {
-		return fmt.Errorf("%w: trigger %q only applies to %s", ErrInvalidArgument, tr.Trigger, EventRevoked)
+	if tr.Event != claim.EventRevoked && tr.Trigger != "" {
+		return fmt.Errorf("%w: trigger %q only applies to %s", ErrInvalidArgument, tr.Trigger, claim.EventRevoked)
 	}
 	if tr.ClaimID == "" || tr.Worker == "" || tr.Identity == "" {
 		return fmt.Errorf("%w: transition needs claimID, worker and identity", ErrInvalidArgument)
@@ -165,8 +114,8 @@ func ParseTransition(body string) (tr Transition, found bool, err error) {
 
 // RecordTransition posts tr as a comment on the target and returns it with
 // CommentID and Author filled in.
-func (c *Client) RecordTransition(ctx context.Context, t Target, tr Transition) (Transition, error) {
-	owner, name, err := t.validate()
+func (c *Client) RecordTransition(ctx context.Context, t claim.Target, tr Transition) (Transition, error) {
+	owner, name, err := validateTarget(t)
 	if err != nil {
 		return Transition{}, err
 	}
@@ -196,40 +145,32 @@ const listPageSize = 50
 // ListTransitions returns the audited transitions on the target, oldest
 // first. Comments without an audit block are skipped; a comment whose block is
 // unreadable is an error (the trail must not be silently incomplete).
-func (c *Client) ListTransitions(ctx context.Context, t Target) ([]Transition, error) {
-	owner, name, err := t.validate()
+func (c *Client) ListTransitions(ctx context.Context, t claim.Target) ([]Transition, error) {
+	owner, name, err := validateTarget(t)
 	if err != nil {
 		return nil, err
 	}
 	sdk := c.SDK(ctx)
+	cms, err := listAll(issuePath(owner, name, t.Number)+"/comments", func(o gitea.ListOptions) ([]*gitea.Comment, *gitea.Response, error) {
+		return sdk.ListIssueComments(owner, name, t.Number, gitea.ListIssueCommentOptions{ListOptions: o})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing transitions on %s: %w", t, err)
+	}
 	var out []Transition
-	seen := 0
-	for page := 1; ; page++ {
-		cms, resp, err := sdk.ListIssueComments(owner, name, t.Number, gitea.ListIssueCommentOptions{
-			ListOptions: gitea.ListOptions{Page: page, PageSize: listPageSize},
-		})
+	for _, cm := range cms {
+		tr, found, err := ParseTransition(cm.Body)
 		if err != nil {
-			return nil, fmt.Errorf("listing transitions on %s: %w", t,
-				sdkErr("GET", issuePath(owner, name, t.Number)+"/comments", resp, err))
+			return nil, fmt.Errorf("listing transitions on %s: comment %d: %w", t, cm.ID, err)
 		}
-		for _, cm := range cms {
-			tr, found, err := ParseTransition(cm.Body)
-			if err != nil {
-				return nil, fmt.Errorf("listing transitions on %s: comment %d: %w", t, cm.ID, err)
-			}
-			if !found {
-				continue
-			}
-			tr.CommentID = cm.ID
-			if cm.Poster != nil {
-				tr.Author = cm.Poster.UserName
-			}
-			out = append(out, tr)
+		if !found {
+			continue
 		}
-		seen += len(cms)
-		if !morePages(resp, len(cms), seen, page) {
-			break
+		tr.CommentID = cm.ID
+		if cm.Poster != nil {
+			tr.Author = cm.Poster.UserName
 		}
+		out = append(out, tr)
 	}
 	return out, nil
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"code.gitea.io/sdk/gitea"
+
+	"github.com/giteatools/fleet-controller/internal/claim"
 )
 
 // maxErrorBody bounds how much of an error response is read.
@@ -88,9 +90,6 @@ func (c *Client) WithToken(token string) *Client {
 	cp.sudo = ""
 	return &cp
 }
-
-// BaseURL returns the server address the client talks to.
-func (c *Client) BaseURL() string { return c.baseURL }
 
 // SDK returns a Gitea SDK client bound to ctx, with c's token, Sudo user and
 // HTTP client. The SDK keeps one context per client, so a fresh, cheap client
@@ -227,8 +226,8 @@ func (i *rawIssue) assigneeLogins() []string {
 }
 
 // readIssue reads the issue behind t over plain HTTP and checks its kind.
-func (c *Client) readIssue(ctx context.Context, t Target) (*rawIssue, error) {
-	owner, name, err := t.validate()
+func (c *Client) readIssue(ctx context.Context, t claim.Target) (*rawIssue, error) {
+	owner, name, err := validateTarget(t)
 	if err != nil {
 		return nil, err
 	}
@@ -240,10 +239,10 @@ func (c *Client) readIssue(ctx context.Context, t Target) (*rawIssue, error) {
 		return nil, fmt.Errorf("reading %s: %w", t, ErrUnsupportedServer)
 	}
 	isPull := is.PullRequest != nil
-	if isPull != (t.Kind == KindPullRequest) {
-		actual := KindIssue
+	if isPull != (t.Kind == claim.KindPullRequest) {
+		actual := claim.KindIssue
 		if isPull {
-			actual = KindPullRequest
+			actual = claim.KindPullRequest
 		}
 		return nil, fmt.Errorf("%s: %w: Gitea has a %s under that number", t, ErrKindMismatch, actual)
 	}

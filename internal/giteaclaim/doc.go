@@ -1,6 +1,15 @@
 // Package giteaclaim keeps the authoritative record of a task claim inside
 // Gitea and reads the Gitea state a claim decision depends on.
 //
+// It owns no domain types of its own: targets, claim records, record states,
+// events, triggers and target state are those of the pure package
+// internal/claim ([claim.Target], [claim.Record], [claim.RecordState],
+// [claim.Event], [claim.Trigger], [claim.TargetState]). This package is the
+// Gitea side of that model: it stores and reads those values in Gitea, and
+// nothing of the Gitea SDK leaks past it. What is Gitea's alone stays here:
+// the body block and audit comment formats, the guarded write, the client and
+// its errors.
+//
 // # Claim record
 //
 // A claim lives in the body of the claimed issue or pull request (pull
@@ -20,10 +29,13 @@
 // [ErrConflict], which is a normal answer that calls for a fresh read, not a
 // blind retry.
 //
-// A record is in force while its state is [StateActive] and its expiresAt lies
-// in the future. [Client.Clear] ends a record by rewriting its state (released,
-// completed, expired or revoked) with the same guarded write; the block stays
-// in the body as the last word on that claim until the next claim replaces it.
+// A record is in force while its state is [claim.RecordStateActive] and its
+// expiresAt lies in the future ([claim.Record.InForce]). [Client.Clear] ends a
+// record by rewriting its state to a final one (released, completed, expired
+// or revoked; see [claim.RecordState.Final]) with the same guarded write; the
+// block stays in the body as the last word on that claim until the next claim
+// replaces it. The JSON of the block is [claim.Record]'s, with times in UTC at
+// second precision.
 //
 // # Audit trail
 //
@@ -32,14 +44,19 @@
 // ([Client.RecordTransition], [Client.ListTransitions]). Comments have no
 // compare-and-swap: callers post a transition only after the guarded body
 // write has decided the outcome, and readers should trust only comments
-// posted by the controller's own identity ([Transition.Author]).
+// posted by the controller's own identity ([Transition.Author]). A
+// transition's event is a [claim.Event]; a revocation names one of the
+// revocation triggers ([claim.Trigger.Revocation]), no other event a trigger.
 //
 // # Target state
 //
-// [Client.ReadTarget] gathers what a claim validation needs about an issue or
-// pull request (state, author, head, base-branch head, pushers, reviews,
-// labels, assignees, dependencies, the claim record) into plain structs that
-// do not depend on the Gitea SDK.
+// [Client.ReadTarget] is the gatherer for the claim decisions: it collects
+// what a claim validation needs about an issue or pull request (state,
+// author, head, base-branch head as the parity revision, pushers, reviews,
+// labels, assignees, dependencies, the claim record and the version guarding
+// it) and returns it as the decision input itself, a [claim.TargetState],
+// rather than as a Gitea-shaped copy to be converted. The caller only adds
+// what Gitea does not hold (the per-target Lease) before deciding.
 //
 // # Transport
 //

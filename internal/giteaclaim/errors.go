@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/giteatools/fleet-controller/internal/claim"
 )
 
 // Sentinel errors. Every error returned by this package that belongs to one of
@@ -47,9 +49,9 @@ var (
 // assignment is foreign.
 type ForeignClaimError struct {
 	// Target is the target the caller asked for.
-	Target Target
+	Target claim.Target
 	// Holder is the in-force record of another claim, if any.
-	Holder *Record
+	Holder *claim.Record
 	// Assignees are the assignees other than the record's identity.
 	Assignees []string
 }
@@ -73,7 +75,7 @@ func (e *ForeignClaimError) Is(target error) bool { return target == ErrForeignC
 // ConflictError reports a refused guarded write.
 type ConflictError struct {
 	// Target is the target written.
-	Target Target
+	Target claim.Target
 	// ContentVersion is the version the write was guarded by.
 	ContentVersion int64
 }
@@ -89,11 +91,11 @@ func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
 // NotInForceError reports which record Gitea holds instead of the expected one.
 type NotInForceError struct {
 	// Target is the target read.
-	Target Target
+	Target claim.Target
 	// ClaimID is the claim the caller expected to be in force.
 	ClaimID string
 	// Found is the record present in the body (nil when there is none).
-	Found *Record
+	Found *claim.Record
 	// ContentVersion is the version at which Found was read.
 	ContentVersion int64
 }

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"code.gitea.io/sdk/gitea"
+
+	"github.com/giteatools/fleet-controller/internal/claim"
 )
 
 // issueBody reads the raw body of a target.
-func issueBody(t *testing.T, c *Client, tg Target) (string, int64) {
+func issueBody(t *testing.T, c *Client, tg claim.Target) (string, int64) {
 	t.Helper()
 	is, err := c.readIssue(ctxT(t), tg)
 	if err != nil {
@@ -37,12 +39,12 @@ func TestPublishAndReadBack(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
-	if !pub.Record.sameAs(rec) || pub.ContentVersion <= v0 {
+	if !sameRecord(pub.Record, rec) || pub.ContentVersion <= v0 {
 		t.Fatalf("Published = %+v; want record %+v at a version above %d", pub, rec, v0)
 	}
 
 	got, v, err := f.reviewer.Read(ctx, tg)
-	if err != nil || got == nil || !got.sameAs(rec) || v != pub.ContentVersion {
+	if err != nil || got == nil || !sameRecord(*got, rec) || v != pub.ContentVersion {
 		t.Fatalf("Read = %+v, %d, %v; want the published record at %d", got, v, err, pub.ContentVersion)
 	}
 	after, _ := issueBody(t, f.admin, tg)
@@ -135,7 +137,7 @@ func TestPublishFailsClosed(t *testing.T) {
 	}
 
 	tg := f.newIssue(t, "kind mismatch", "Body.")
-	asPull := Target{Repository: tg.Repository, Kind: KindPullRequest, Number: tg.Number}
+	asPull := claim.Target{Repository: tg.Repository, Kind: claim.KindPullRequest, Number: tg.Number}
 	if _, err := f.workers[0].Publish(ctx, asPull, f.record(f.workers[0], asPull, "c")); !errors.Is(err, ErrKindMismatch) {
 		t.Fatalf("Publish with the wrong kind: err = %v, want ErrKindMismatch", err)
 	}
@@ -144,7 +146,7 @@ func TestPublishFailsClosed(t *testing.T) {
 	if _, err := f.workers[0].Publish(ctx, tg, f.record(f.workers[0], other, "c")); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("Publish of a record for another target: err = %v, want ErrInvalidArgument", err)
 	}
-	missing := Target{Repository: f.repo, Kind: KindIssue, Number: 99999}
+	missing := claim.Target{Repository: f.repo, Kind: claim.KindIssue, Number: 99999}
 	if _, err := f.workers[0].Publish(ctx, missing, f.record(f.workers[0], missing, "c")); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Publish on a missing issue: err = %v, want ErrNotFound", err)
 	}
@@ -212,7 +214,7 @@ func TestConcurrentPublishHasExactlyOneWinner(t *testing.T) {
 		if err != nil || held == nil || held.ClaimID != pubs[winner].Record.ClaimID {
 			t.Fatalf("round %d: record in force %+v, %v; want the winner's %q", round, held, err, pubs[winner].Record.ClaimID)
 		}
-		if _, err := f.admin.Clear(ctxT(t), tg, held.ClaimID, StateReleased); err != nil {
+		if _, err := f.admin.Clear(ctxT(t), tg, held.ClaimID, claim.RecordStateReleased); err != nil {
 			t.Fatalf("round %d: releasing the winner's claim: %v", round, err)
 		}
 	}
@@ -267,7 +269,7 @@ func TestClearOnlyByOwner(t *testing.T) {
 	f := giteaFixture(t)
 	ctx := ctxT(t)
 	tg := f.newIssue(t, "clear", "Body.\n")
-	if _, err := f.workers[0].Clear(ctx, tg, "nobody", StateReleased); !errors.Is(err, ErrNotInForce) {
+	if _, err := f.workers[0].Clear(ctx, tg, "nobody", claim.RecordStateReleased); !errors.Is(err, ErrNotInForce) {
 		t.Fatalf("Clear without a record: err = %v, want ErrNotInForce", err)
 	}
 	rec := f.record(f.workers[0], tg, "claim-owner")
@@ -276,24 +278,24 @@ func TestClearOnlyByOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	var nf *NotInForceError
-	if _, err := f.workers[1].Clear(ctx, tg, "claim-intruder", StateReleased); !errors.As(err, &nf) || nf.Found == nil || nf.Found.ClaimID != rec.ClaimID {
+	if _, err := f.workers[1].Clear(ctx, tg, "claim-intruder", claim.RecordStateReleased); !errors.As(err, &nf) || nf.Found == nil || nf.Found.ClaimID != rec.ClaimID {
 		t.Fatalf("Clear of another claim: err = %v, want NotInForceError showing %q", err, rec.ClaimID)
 	}
-	if _, err := f.workers[0].Clear(ctx, tg, rec.ClaimID, StateActive); !errors.Is(err, ErrInvalidArgument) {
+	if _, err := f.workers[0].Clear(ctx, tg, rec.ClaimID, claim.RecordStateActive); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("Clear to active: err = %v, want ErrInvalidArgument", err)
 	}
-	if got, v, _ := f.admin.Read(ctx, tg); !got.sameAs(rec) || v != pub.ContentVersion {
+	if got, v, _ := f.admin.Read(ctx, tg); got == nil || !sameRecord(*got, rec) || v != pub.ContentVersion {
 		t.Fatalf("refused Clear changed the record: %+v at %d", got, v)
 	}
 
-	cleared, err := f.workers[0].Clear(ctx, tg, rec.ClaimID, StateCompleted)
-	if err != nil || cleared.Record.State != StateCompleted || cleared.Record.ClaimID != rec.ClaimID {
+	cleared, err := f.workers[0].Clear(ctx, tg, rec.ClaimID, claim.RecordStateCompleted)
+	if err != nil || cleared.Record.State != claim.RecordStateCompleted || cleared.Record.ClaimID != rec.ClaimID {
 		t.Fatalf("Clear by the owner = %+v, %v", cleared, err)
 	}
-	if again, err := f.workers[0].Clear(ctx, tg, rec.ClaimID, StateCompleted); err != nil || again.ContentVersion != cleared.ContentVersion {
+	if again, err := f.workers[0].Clear(ctx, tg, rec.ClaimID, claim.RecordStateCompleted); err != nil || again.ContentVersion != cleared.ContentVersion {
 		t.Fatalf("repeated Clear = %+v, %v; want a no-op", again, err)
 	}
-	if _, err := f.workers[0].Clear(ctx, tg, rec.ClaimID, StateRevoked); !errors.Is(err, ErrNotInForce) {
+	if _, err := f.workers[0].Clear(ctx, tg, rec.ClaimID, claim.RecordStateRevoked); !errors.Is(err, ErrNotInForce) {
 		t.Fatalf("Clear of an ended claim to another state: err = %v, want ErrNotInForce", err)
 	}
 	if _, err := f.workers[0].Publish(ctx, tg, rec); !errors.Is(err, ErrNotInForce) {
@@ -321,10 +323,10 @@ func TestTransitionsRoundTrip(t *testing.T) {
 	at := time.Now().UTC().Truncate(time.Second)
 	base := Transition{ClaimID: "claim-audit", Worker: "reg-w1", Identity: f.login(f.workers[0]), Role: "author", At: at}
 	steps := []Transition{
-		{Event: EventClaimed}, {Event: EventActivated},
-		{Event: EventRevoked, Trigger: TriggerStaleState},
-		{Event: EventReleased},
-		{Event: EventRejected, Reason: "contention"},
+		{Event: claim.EventClaimed}, {Event: claim.EventActivated},
+		{Event: claim.EventRevoked, Trigger: claim.TriggerStaleState},
+		{Event: claim.EventReleased},
+		{Event: claim.EventRejected, Reason: "contention"},
 	}
 	var want []Transition
 	for i, s := range steps {
@@ -342,7 +344,7 @@ func TestTransitionsRoundTrip(t *testing.T) {
 	}
 	// Sudo posts as the impersonated user.
 	sudoTr := base
-	sudoTr.Event, sudoTr.At = EventCompleted, at.Add(time.Minute)
+	sudoTr.Event, sudoTr.At = claim.EventCompleted, at.Add(time.Minute)
 	got, err := f.admin.WithSudo(f.login(f.workers[2])).RecordTransition(ctx, tg, sudoTr)
 	if err != nil || got.Author != f.login(f.workers[2]) {
 		t.Fatalf("RecordTransition via sudo = %+v, %v; want author %s", got, err, f.login(f.workers[2]))
@@ -350,7 +352,7 @@ func TestTransitionsRoundTrip(t *testing.T) {
 	want = append(want, got)
 
 	bad := base
-	bad.Event = EventRevoked
+	bad.Event = claim.EventRevoked
 	if _, err := f.admin.RecordTransition(ctx, tg, bad); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("revocation without trigger: err = %v, want ErrInvalidArgument", err)
 	}
@@ -375,7 +377,7 @@ func TestReadTargetIssue(t *testing.T) {
 		t.Fatal(err)
 	}
 	tg := f.newIssue(t, "read target", "Body.")
-	for _, dep := range []Target{open, closed} {
+	for _, dep := range []claim.Target{open, closed} {
 		f.addDependency(t, tg, dep)
 	}
 	label, _, err := sdk.CreateLabel(f.owner, f.name, gitea.CreateLabelOption{Name: "kind/bug-" + randomHex(2), Color: "#ee0701"})
@@ -394,7 +396,10 @@ func TestReadTargetIssue(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st, err := f.workers[1].ReadTarget(ctx, f.repo, KindIssue, tg.Number)
+	// The head of the target asked for is ignored.
+	asked := tg
+	asked.HeadSHA = "0000000000000000000000000000000000000000"
+	st, err := f.workers[1].ReadTarget(ctx, asked)
 	if err != nil {
 		t.Fatalf("ReadTarget: %v", err)
 	}
@@ -402,26 +407,30 @@ func TestReadTargetIssue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantDeps := []Dependency{
+	wantDeps := []claim.DependencyEdge{
 		{Repository: f.repo, Number: open.Number, State: "open"},
 		{Repository: f.repo, Number: closed.Number, State: "closed"},
 	}
-	slices.SortFunc(st.Dependencies, func(a, b Dependency) int { return int(a.Number - b.Number) })
+	slices.SortFunc(st.Dependencies, func(a, b claim.DependencyEdge) int { return int(a.Number - b.Number) })
 	switch {
 	case st.Target != tg, st.State != "open", st.Merged, st.Author != f.login(f.author):
 		t.Fatalf("identity fields wrong: %+v", st)
-	case st.BaseBranch != "main", st.BaseSHA != mainBranch.Commit.ID, st.HeadSHA != "":
-		t.Fatalf("branch fields wrong: base %q@%q head %q; main is %q", st.BaseBranch, st.BaseSHA, st.HeadSHA, mainBranch.Commit.ID)
+	case st.BaseBranch != "main", st.ParityRevision != mainBranch.Commit.ID, st.Target.HeadSHA != "":
+		t.Fatalf("branch fields wrong: base %q@%q head %q; main is %q", st.BaseBranch, st.ParityRevision, st.Target.HeadSHA, mainBranch.Commit.ID)
 	case !slices.Equal(st.Labels, []string{label.Name}), !slices.Equal(st.Assignees, []string{f.login(f.workers[0])}):
 		t.Fatalf("labels %v assignees %v", st.Labels, st.Assignees)
 	case !slices.Equal(st.Dependencies, wantDeps):
 		t.Fatalf("dependencies %+v, want %+v", st.Dependencies, wantDeps)
-	case st.Claim == nil || !st.Claim.sameAs(rec) || st.ContentVersion != pub.ContentVersion:
-		t.Fatalf("claim %+v at %d, want %+v at %d", st.Claim, st.ContentVersion, rec, pub.ContentVersion)
+	case st.ClaimRecord == nil || !sameRecord(*st.ClaimRecord, rec) || st.RecordVersion != pub.ContentVersion:
+		t.Fatalf("claim %+v at %d, want %+v at %d", st.ClaimRecord, st.RecordVersion, rec, pub.ContentVersion)
 	case len(st.Pushers) != 0 || len(st.Reviews) != 0 || st.Reviewed || st.Approved:
 		t.Fatalf("pull request fields set on an issue: %+v", st)
+	case st.LeaseGeneration != "" || st.LeaseHolder != "" || !st.LeaseExpiresAt.IsZero():
+		t.Fatalf("lease fields set from Gitea: %+v", st)
 	}
-	if _, err := f.workers[1].ReadTarget(ctx, f.repo, KindPullRequest, tg.Number); !errors.Is(err, ErrKindMismatch) {
+	asPull := tg
+	asPull.Kind = claim.KindPullRequest
+	if _, err := f.workers[1].ReadTarget(ctx, asPull); !errors.Is(err, ErrKindMismatch) {
 		t.Fatalf("ReadTarget with the wrong kind: err = %v, want ErrKindMismatch", err)
 	}
 }
@@ -432,9 +441,9 @@ func TestReadTargetPullRequestLifecycle(t *testing.T) {
 	tg, branch := f.newPull(t, "pull request lifecycle")
 	dep := f.newIssue(t, "pull dependency", "Body.")
 	f.addDependency(t, tg, dep)
-	read := func() TargetState {
+	read := func() claim.TargetState {
 		t.Helper()
-		st, err := f.workers[3].ReadTarget(ctxT(t), f.repo, KindPullRequest, tg.Number)
+		st, err := f.workers[3].ReadTarget(ctxT(t), tg)
 		if err != nil {
 			t.Fatalf("ReadTarget: %v", err)
 		}
@@ -447,8 +456,8 @@ func TestReadTargetPullRequestLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != "open" || st.Merged || st.Author != author || st.HeadSHA == "" || st.HeadBranch != branch ||
-		st.BaseBranch != "main" || st.BaseSHA != mainBranch.Commit.ID || !slices.Equal(st.Pushers, []string{author}) ||
+	if st.State != "open" || st.Merged || st.Author != author || st.Target.HeadSHA == "" || st.HeadBranch != branch ||
+		st.BaseBranch != "main" || st.ParityRevision != mainBranch.Commit.ID || !slices.Equal(st.Pushers, []string{author}) ||
 		st.Reviewed || st.Approved || len(st.UnmappedCommitEmails) != 0 {
 		t.Fatalf("fresh pull request: %+v", st)
 	}
@@ -457,14 +466,32 @@ func TestReadTargetPullRequestLifecycle(t *testing.T) {
 	}
 
 	// The body CAS works on pull requests too.
-	if _, err := f.workers[0].Publish(ctx, tg, f.record(f.workers[0], tg, "claim-pull")); err != nil {
+	pullRec := f.record(f.workers[0], tg, "claim-pull")
+	pullRec.HeadSHA = st.Target.HeadSHA
+	pub, err := f.workers[0].Publish(ctx, tg, pullRec)
+	if err != nil {
 		t.Fatalf("Publish on a pull request: %v", err)
+	}
+	// The target as read (with its head) names the same item: publishing again
+	// through it is the no-op re-publish.
+	if again, err := f.workers[0].Publish(ctx, st.Target, pullRec); err != nil || again.ContentVersion != pub.ContentVersion ||
+		!sameRecord(again.Record, pullRec) {
+		t.Fatalf("re-publish through the read target = %+v, %v; want no write at version %d", again, err, pub.ContentVersion)
 	}
 
 	// Another identity pushes: it becomes a pusher and the head moves.
-	oldHead := st.HeadSHA
+	if item := st.Target; item.HeadSHA == "" || itemOf(item) != tg {
+		t.Fatalf("read target %+v, want %+v with its head", st.Target, tg)
+	}
+	// The head of the target asked for is ignored: a stale one reads the current head.
+	stale := tg
+	stale.HeadSHA = "0000000000000000000000000000000000000000"
+	if got, err := f.workers[3].ReadTarget(ctx, stale); err != nil || got.Target != st.Target {
+		t.Fatalf("ReadTarget with a stale head = %+v, %v; want target %+v", got.Target, err, st.Target)
+	}
+	oldHead := st.Target.HeadSHA
 	f.pushFile(t, f.workers[1], branch, branch+"/second.txt", "second\n")
-	st = eventually(t, read, func(st TargetState) bool { return st.HeadSHA != oldHead }, "head to move")
+	st = eventually(t, read, func(st claim.TargetState) bool { return st.Target.HeadSHA != oldHead }, "head to move")
 	if !slices.Equal(st.Pushers, sortedUnique([]string{author, pusher})) {
 		t.Fatalf("pushers %v, want %s and %s", st.Pushers, author, pusher)
 	}
@@ -486,14 +513,14 @@ func TestReadTargetPullRequestLifecycle(t *testing.T) {
 	}
 	review(gitea.ReviewStateApproved, "")
 	st = read()
-	if !st.Approved || len(st.Reviews) != 3 || st.Reviews[2].Reviewer != reviewer || st.Reviews[2].State != ReviewApproved {
+	if !st.Approved || len(st.Reviews) != 3 || st.Reviews[2].Reviewer != reviewer || st.Reviews[2].State != claim.ReviewApproved {
 		t.Fatalf("after an approval: approved=%v reviews %+v", st.Approved, st.Reviews)
 	}
 
 	// A new push makes the approval stale.
-	oldHead = st.HeadSHA
+	oldHead = st.Target.HeadSHA
 	f.pushFile(t, f.workers[1], branch, branch+"/third.txt", "third\n")
-	st = eventually(t, read, func(st TargetState) bool { return st.HeadSHA != oldHead && !st.Approved }, "approval to go stale")
+	st = eventually(t, read, func(st claim.TargetState) bool { return st.Target.HeadSHA != oldHead && !st.Approved }, "approval to go stale")
 	review(gitea.ReviewStateApproved, "")
 	if st = read(); !st.Approved {
 		t.Fatalf("fresh approval not seen: %+v", st.Reviews)
@@ -509,11 +536,11 @@ func TestReadTargetPullRequestLifecycle(t *testing.T) {
 		t.Fatalf("closed dependency reads as %+v", st.Dependencies)
 	}
 	var mergeErr error
-	st = eventually(t, func() TargetState {
+	st = eventually(t, func() claim.TargetState {
 		_, _, mergeErr = f.reviewer.SDK(ctxT(t)).MergePullRequest(f.owner, f.name, tg.Number,
 			gitea.MergePullRequestOption{Style: gitea.MergeStyleMerge})
 		return read()
-	}, func(st TargetState) bool { return st.Merged }, "merge")
+	}, func(st claim.TargetState) bool { return st.Merged }, "merge")
 	if mergeErr != nil {
 		t.Logf("merge call answered %v, yet the pull request is merged", mergeErr)
 	}
@@ -524,7 +551,7 @@ func TestReadTargetPullRequestLifecycle(t *testing.T) {
 
 // addDependency makes tg depend on dep. The SDK's IssueMeta lacks the owner
 // and repo fields Gitea 1.26 needs, so this goes over plain HTTP.
-func (f *fixture) addDependency(t *testing.T, tg, dep Target) {
+func (f *fixture) addDependency(t *testing.T, tg, dep claim.Target) {
 	t.Helper()
 	body := map[string]any{"index": dep.Number, "owner": f.owner, "repo": f.name}
 	if err := f.author.doJSON(ctxT(t), http.MethodPost, issuePath(f.owner, f.name, tg.Number)+"/dependencies", body, nil); err != nil {
@@ -533,7 +560,7 @@ func (f *fixture) addDependency(t *testing.T, tg, dep Target) {
 }
 
 // eventually polls read until ok holds (or fails after 30 s).
-func eventually(t *testing.T, read func() TargetState, ok func(TargetState) bool, what string) TargetState {
+func eventually(t *testing.T, read func() claim.TargetState, ok func(claim.TargetState) bool, what string) claim.TargetState {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

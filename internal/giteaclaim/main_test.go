@@ -12,12 +12,13 @@ import (
 
 	"code.gitea.io/sdk/gitea"
 
-	"github.com/giteatools/fleet-controller/internal/testgitea"
+	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/test/support/testgitea"
 )
 
 // The integration tests run against a real Gitea. With GITEA_URL and
 // GITEA_TOKEN (an admin token) set they use that server; otherwise the first
-// test that needs Gitea starts one through internal/testgitea (hack/gitea.sh
+// test that needs Gitea starts one through test/support/testgitea (hack/gitea.sh
 // on a free port, building Gitea first when the cache is cold), and TestMain
 // stops it at the end. A
 // server that cannot be built or started fails those tests; it never skips
@@ -137,18 +138,18 @@ func randomHex(n int) string { return testgitea.RandomHex(n) }
 func (f *fixture) login(c *Client) string { return f.logins[c] }
 
 // newIssue opens an issue as the author and returns its target.
-func (f *fixture) newIssue(t *testing.T, title, body string) Target {
+func (f *fixture) newIssue(t *testing.T, title, body string) claim.Target {
 	t.Helper()
 	is, _, err := f.author.SDK(ctxT(t)).CreateIssue(f.owner, f.name, gitea.CreateIssueOption{Title: title, Body: body})
 	if err != nil {
 		t.Fatalf("creating issue %q: %v", title, err)
 	}
-	return Target{Repository: f.repo, Kind: KindIssue, Number: is.Index}
+	return claim.Target{Repository: f.repo, Kind: claim.KindIssue, Number: is.Index}
 }
 
 // newPull creates a branch with one file (committed by the author) and opens
 // a pull request from it; it returns the target and the branch name.
-func (f *fixture) newPull(t *testing.T, title string) (Target, string) {
+func (f *fixture) newPull(t *testing.T, title string) (claim.Target, string) {
 	t.Helper()
 	ctx := ctxT(t)
 	branch := "feature-" + randomHex(4)
@@ -164,7 +165,7 @@ func (f *fixture) newPull(t *testing.T, title string) (Target, string) {
 	if err != nil {
 		t.Fatalf("opening pull request from %s: %v", branch, err)
 	}
-	return Target{Repository: f.repo, Kind: KindPullRequest, Number: pr.Index}, branch
+	return claim.Target{Repository: f.repo, Kind: claim.KindPullRequest, Number: pr.Index}, branch
 }
 
 // pushFile commits a file to branch as c.
@@ -179,12 +180,12 @@ func (f *fixture) pushFile(t *testing.T, c *Client, branch, path, content string
 }
 
 // record returns an active record of c for target, valid for an hour.
-func (f *fixture) record(c *Client, t Target, claimID string) Record {
+func (f *fixture) record(c *Client, t claim.Target, claimID string) claim.Record {
 	now := time.Now().UTC()
-	return Record{
+	return claim.Record{
 		ClaimID: claimID, Worker: "reg-" + f.login(c), Identity: f.login(c), Role: "author",
 		Repository: t.Repository, Kind: t.Kind, Number: t.Number, Generation: "1",
-		Pin: "sha256:" + claimID, State: StateActive, ClaimedAt: now, ExpiresAt: now.Add(time.Hour),
+		Pin: "sha256:" + claimID, State: claim.RecordStateActive, ClaimedAt: now, ExpiresAt: now.Add(time.Hour),
 	}
 }
 

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/giteatools/fleet-controller/internal/claim"
 )
 
 // Published is a record Gitea holds, as read back after a guarded write.
 type Published struct {
 	// Record is the record in force, parsed from the body Gitea returned.
-	Record Record
+	Record claim.Record
 	// ContentVersion is the issue's content_version at the read-back.
 	ContentVersion int64
 }
@@ -25,7 +27,7 @@ type casPatch struct {
 // Read returns the claim record in the target's body (nil when there is none)
 // and the content_version it was read at. A malformed block is an error
 // wrapping ErrMalformedRecord.
-func (c *Client) Read(ctx context.Context, t Target) (*Record, int64, error) {
+func (c *Client) Read(ctx context.Context, t claim.Target) (*claim.Record, int64, error) {
 	is, err := c.readIssue(ctx, t)
 	if err != nil {
 		return nil, 0, err
@@ -42,24 +44,25 @@ func (c *Client) Read(ctx context.Context, t Target) (*Record, int64, error) {
 // someone other than rec.Identity, writes the block guarded by the
 // content_version it read (ErrConflict when that write loses), and reads the
 // issue back; only when the record in force is exactly rec does it succeed.
-// rec must describe t; an empty State means StateActive, any other
+// rec must describe t (its repository, kind and number; the head is not
+// compared); an empty State means [claim.RecordStateActive], any other
 // non-active state is refused. Publishing the record already in force again
 // (same claim, same fields) succeeds without a write, and the holder may
 // rewrite its own in-force record (for example to extend ExpiresAt); a claim
 // that has ended or lapsed is not revived under the same ClaimID
 // (ErrNotInForce).
-func (c *Client) Publish(ctx context.Context, t Target, rec Record) (Published, error) {
+func (c *Client) Publish(ctx context.Context, t claim.Target, rec claim.Record) (Published, error) {
 	if rec.State == "" {
-		rec.State = StateActive
+		rec.State = claim.RecordStateActive
 	}
-	rec = rec.normalized()
-	if err := rec.validate(); err != nil {
+	rec = normalized(rec)
+	if err := validateRecord(rec); err != nil {
 		return Published{}, err
 	}
-	if rec.State != StateActive {
+	if rec.State != claim.RecordStateActive {
 		return Published{}, fmt.Errorf("%w: cannot publish a record in state %q", ErrInvalidArgument, rec.State)
 	}
-	if rec.Target() != t {
+	if rec.Target() != itemOf(t) {
 		return Published{}, fmt.Errorf("%w: record is about %s, not %s", ErrInvalidArgument, rec.Target(), t)
 	}
 	if !c.now().Before(rec.ExpiresAt) {
@@ -98,16 +101,10 @@ func (c *Client) Publish(ctx context.Context, t Target, rec Record) (Published, 
 		c.afterRead(version)
 	}
 
-	if current == nil || !current.sameAs(rec) {
-		body, err := WithRecord(is.Body, rec)
-		if err != nil {
-			return Published{}, fmt.Errorf("%s: %w", t, err)
-		}
-		if err := c.patchBody(ctx, t, body, version); err != nil {
-			return Published{}, err
-		}
+	if current != nil && sameRecord(*current, rec) {
+		return c.verify(ctx, t, rec)
 	}
-	return c.verify(ctx, t, rec)
+	return c.write(ctx, t, is.Body, version, rec)
 }
 
 // Clear ends the claim claimID on t by rewriting its record with the final
@@ -116,7 +113,7 @@ func (c *Client) Publish(ctx context.Context, t Target, rec Record) (Published, 
 // (its expiry time may have passed: only the holder or the controller ends a
 // claim explicitly). Clearing a record that already carries final succeeds
 // without a write, so a repeated Clear is harmless.
-func (c *Client) Clear(ctx context.Context, t Target, claimID string, final State) (Published, error) {
+func (c *Client) Clear(ctx context.Context, t claim.Target, claimID string, final claim.RecordState) (Published, error) {
 	if claimID == "" {
 		return Published{}, fmt.Errorf("%w: claimID is empty", ErrInvalidArgument)
 	}
@@ -138,25 +135,30 @@ func (c *Client) Clear(ctx context.Context, t Target, claimID string, final Stat
 	switch current.State {
 	case final:
 		return Published{Record: *current, ContentVersion: version}, nil
-	case StateActive:
+	case claim.RecordStateActive:
 	default:
 		return Published{}, &NotInForceError{Target: t, ClaimID: claimID, Found: current, ContentVersion: version}
 	}
 	next := *current
 	next.State = final
-	body, err := WithRecord(is.Body, next)
+	return c.write(ctx, t, is.Body, version, next)
+}
+
+// write puts rec into body, writes it guarded by version, and verifies the result.
+func (c *Client) write(ctx context.Context, t claim.Target, body string, version int64, rec claim.Record) (Published, error) {
+	body, err := WithRecord(body, rec)
 	if err != nil {
 		return Published{}, fmt.Errorf("%s: %w", t, err)
 	}
 	if err := c.patchBody(ctx, t, body, version); err != nil {
 		return Published{}, err
 	}
-	return c.verify(ctx, t, next)
+	return c.verify(ctx, t, rec)
 }
 
 // patchBody performs the guarded body write.
-func (c *Client) patchBody(ctx context.Context, t Target, body string, version int64) error {
-	owner, name, err := t.validate()
+func (c *Client) patchBody(ctx context.Context, t claim.Target, body string, version int64) error {
+	owner, name, err := validateTarget(t)
 	if err != nil {
 		return err
 	}
@@ -177,7 +179,7 @@ func (c *Client) patchBody(ctx context.Context, t Target, body string, version i
 // verify reads the target back and proves that want is the record Gitea
 // holds. A record in a final state is compared as-is (it is not "in force"
 // but it must be the one written).
-func (c *Client) verify(ctx context.Context, t Target, want Record) (Published, error) {
+func (c *Client) verify(ctx context.Context, t claim.Target, want claim.Record) (Published, error) {
 	is, err := c.readIssue(ctx, t)
 	if err != nil {
 		if isTransport(err) {
@@ -190,10 +192,10 @@ func (c *Client) verify(ctx context.Context, t Target, want Record) (Published, 
 	if err != nil {
 		return Published{}, fmt.Errorf("reading back %s: %w", t, err)
 	}
-	if got == nil || !got.sameAs(want) || (want.State == StateActive && !got.InForce(c.now())) {
+	if got == nil || !sameRecord(*got, want) || (want.State == claim.RecordStateActive && !got.InForce(c.now())) {
 		return Published{}, &NotInForceError{Target: t, ClaimID: want.ClaimID, Found: got, ContentVersion: version}
 	}
-	if want.State == StateActive {
+	if want.State == claim.RecordStateActive {
 		// Assignments carry no version: one made between the read and the write is only
 		// visible now, and an issue assigned to someone else is not ours to hold.
 		foreign := &ForeignClaimError{Target: t}

@@ -7,52 +7,35 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/giteatools/fleet-controller/internal/claim"
 )
 
 // timeLayout is how times appear in records, audit blocks and messages.
 const timeLayout = time.RFC3339
 
-// Kind is the kind of Gitea item a claim targets.
-type Kind string
-
-const (
-	// KindIssue is a plain issue.
-	KindIssue Kind = "Issue"
-	// KindPullRequest is a pull request.
-	KindPullRequest Kind = "PullRequest"
-)
-
-// Valid reports whether k is one of the known kinds.
-func (k Kind) Valid() bool { return k == KindIssue || k == KindPullRequest }
-
-// Target identifies one issue or pull request.
-type Target struct {
-	// Repository is the canonical "owner/name".
-	Repository string
-	// Kind says whether Number is an issue or a pull request.
-	Kind Kind
-	// Number is the issue or pull request number.
-	Number int64
-}
-
-// String renders the target as owner/name#number (kind).
-func (t Target) String() string {
-	return fmt.Sprintf("%s#%d (%s)", t.Repository, t.Number, t.Kind)
-}
-
-// validate checks the target's shape and splits the repository.
-func (t Target) validate() (owner, name string, err error) {
+// validateTarget checks the target's shape and splits the repository. The
+// head (t.HeadSHA) plays no part: a claim record lives on the issue, whatever
+// the head.
+func validateTarget(t claim.Target) (owner, name string, err error) {
 	owner, name, err = splitRepo(t.Repository)
 	if err != nil {
 		return "", "", err
 	}
 	if !t.Kind.Valid() {
-		return "", "", fmt.Errorf("%w: target kind %q is neither %s nor %s", ErrInvalidArgument, t.Kind, KindIssue, KindPullRequest)
+		return "", "", fmt.Errorf("%w: target kind %q is neither %s nor %s", ErrInvalidArgument, t.Kind, claim.KindIssue, claim.KindPullRequest)
 	}
 	if t.Number <= 0 {
 		return "", "", fmt.Errorf("%w: target number %d must be positive", ErrInvalidArgument, t.Number)
 	}
 	return owner, name, nil
+}
+
+// itemOf is t without its head: the issue or pull request itself, which is
+// what a claim record is about.
+func itemOf(t claim.Target) claim.Target {
+	t.HeadSHA = ""
+	return t
 }
 
 // splitRepo splits "owner/name".
@@ -64,85 +47,18 @@ func splitRepo(repo string) (owner, name string, err error) {
 	return owner, name, nil
 }
 
-// State is the lifecycle state stored in a claim record.
-type State string
-
-const (
-	// StateActive: the claim holds the target until ExpiresAt.
-	StateActive State = "active"
-	// StateReleased: the holder gave the claim up.
-	StateReleased State = "released"
-	// StateCompleted: the work cycle finished.
-	StateCompleted State = "completed"
-	// StateExpired: the claim ran out of time.
-	StateExpired State = "expired"
-	// StateRevoked: the claim was taken away (block, failed validation, stale
-	// state, ownership loss).
-	StateRevoked State = "revoked"
-)
-
-// Final reports whether s ends a claim (every known state but active).
-func (s State) Final() bool {
-	switch s {
-	case StateReleased, StateCompleted, StateExpired, StateRevoked:
-		return true
-	}
-	return false
-}
-
-// Record is the claim record stored in the issue body. Times are kept in UTC
-// with second precision so that what is written reads back identically.
-type Record struct {
-	// ClaimID identifies the claim (for example the TaskClaim's UID); it is
-	// what tells "ours" from "foreign".
-	ClaimID string `json:"claimID"`
-	// Worker is the worker registration that holds the claim.
-	Worker string `json:"worker"`
-	// Identity is the Gitea login the worker acts as.
-	Identity string `json:"identity"`
-	// Role is the task role derived for this claim (author, reviewer, …).
-	Role string `json:"role"`
-	// Repository is the canonical "owner/name" of the target.
-	Repository string `json:"repository"`
-	// Kind is the target kind.
-	Kind Kind `json:"kind"`
-	// Number is the target number.
-	Number int64 `json:"number"`
-	// HeadSHA is the pull request head the claim was validated against
-	// (empty for issues).
-	HeadSHA string `json:"headSHA,omitempty"`
-	// Generation is the lock generation the claim was acquired at (the
-	// per-target lock's resourceVersion).
-	Generation string `json:"generation"`
-	// Pin is the validation pin (fingerprint) the claim was made with.
-	Pin string `json:"pin"`
-	// State is the lifecycle state.
-	State State `json:"state"`
-	// ClaimedAt is when the claim was acquired.
-	ClaimedAt time.Time `json:"claimedAt"`
-	// ExpiresAt is when the claim stops being in force on its own.
-	ExpiresAt time.Time `json:"expiresAt"`
-}
-
-// Target returns the target the record is about.
-func (r Record) Target() Target {
-	return Target{Repository: r.Repository, Kind: r.Kind, Number: r.Number}
-}
-
-// InForce reports whether the record holds its target at now.
-func (r Record) InForce(now time.Time) bool {
-	return r.State == StateActive && now.Before(r.ExpiresAt)
-}
-
-// normalized returns r with times in UTC truncated to the second.
-func (r Record) normalized() Record {
+// normalized returns r with times in UTC truncated to the second, so that what
+// is written reads back identically.
+func normalized(r claim.Record) claim.Record {
 	r.ClaimedAt = r.ClaimedAt.UTC().Truncate(time.Second)
 	r.ExpiresAt = r.ExpiresAt.UTC().Truncate(time.Second)
 	return r
 }
 
-// validate checks that a record is complete and internally consistent.
-func (r Record) validate() error {
+// validateRecord checks that a record is complete and internally consistent
+// enough to be stored: every identifying field set and valid UTF-8, a valid
+// target, a known state and an expiry after the claim time.
+func validateRecord(r claim.Record) error {
 	var missing []string
 	for _, f := range []struct{ name, v string }{
 		{"claimID", r.ClaimID}, {"worker", r.Worker}, {"identity", r.Identity},
@@ -167,10 +83,10 @@ func (r Record) validate() error {
 			return fmt.Errorf("%w: record field %q is not valid UTF-8", ErrInvalidArgument, v)
 		}
 	}
-	if _, _, err := r.Target().validate(); err != nil {
+	if _, _, err := validateTarget(r.Target()); err != nil {
 		return err
 	}
-	if r.State != StateActive && !r.State.Final() {
+	if !r.State.Known() {
 		return fmt.Errorf("%w: record state %q is unknown", ErrInvalidArgument, r.State)
 	}
 	if !r.ExpiresAt.After(r.ClaimedAt) {
@@ -180,11 +96,11 @@ func (r Record) validate() error {
 	return nil
 }
 
-// sameAs compares two records field by field after normalisation.
-func (r Record) sameAs(o Record) bool {
-	a, errA := json.Marshal(r.normalized())
-	b, errB := json.Marshal(o.normalized())
-	return errA == nil && errB == nil && bytes.Equal(a, b)
+// sameRecord compares two records field by field after normalisation.
+func sameRecord(a, b claim.Record) bool {
+	ja, errA := json.Marshal(normalized(a))
+	jb, errB := json.Marshal(normalized(b))
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // Markers of the machine-readable blocks. The JSON inside never contains
@@ -219,19 +135,19 @@ func blockSpan(text, open string) (start, end int, payload string, found bool, e
 // ParseBody extracts the claim record from an issue body. It returns nil when
 // the body holds no claim block, and an error wrapping ErrMalformedRecord when
 // the block is unreadable, incomplete or repeated.
-func ParseBody(body string) (*Record, error) {
+func ParseBody(body string) (*claim.Record, error) {
 	_, _, payload, found, err := blockSpan(body, recordOpen)
 	if err != nil || !found {
 		return nil, err
 	}
-	var r Record
+	var r claim.Record
 	if err := json.Unmarshal([]byte(payload), &r); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedRecord, err)
 	}
-	if err := r.validate(); err != nil {
+	if err := validateRecord(r); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedRecord, err)
 	}
-	r = r.normalized()
+	r = normalized(r)
 	return &r, nil
 }
 
@@ -247,8 +163,8 @@ func encodeBlock(open string, v any) (string, error) {
 // WithRecord returns body carrying r as its claim block: an existing block is
 // replaced in place, otherwise the block is appended after a blank line. All
 // other bytes of body are kept. StripRecord undoes an append exactly.
-func WithRecord(body string, r Record) (string, error) {
-	block, err := encodeBlock(recordOpen, r.normalized())
+func WithRecord(body string, r claim.Record) (string, error) {
+	block, err := encodeBlock(recordOpen, normalized(r))
 	if err != nil {
 		return "", err
 	}

@@ -7,15 +7,17 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/giteatools/fleet-controller/internal/claim"
 )
 
 // sampleRecord is a complete, valid record.
-func sampleRecord() Record {
+func sampleRecord() claim.Record {
 	at := time.Date(2026, 7, 31, 15, 18, 17, 0, time.UTC)
-	return Record{
+	return claim.Record{
 		ClaimID: "claim-1", Worker: "worker-a", Identity: "alice", Role: "author",
-		Repository: "org/repo", Kind: KindIssue, Number: 7, Generation: "42", Pin: "sha256:abc",
-		State: StateActive, ClaimedAt: at, ExpiresAt: at.Add(time.Hour),
+		Repository: "org/repo", Kind: claim.KindIssue, Number: 7, Generation: "42", Pin: "sha256:abc",
+		State: claim.RecordStateActive, ClaimedAt: at, ExpiresAt: at.Add(time.Hour),
 	}
 }
 
@@ -39,7 +41,7 @@ func TestWithRecordStripRecordRoundTrip(t *testing.T) {
 				t.Fatalf("WithRecord changed the existing body: %q", withBlock)
 			}
 			got, err := ParseBody(withBlock)
-			if err != nil || got == nil || !got.sameAs(rec) {
+			if err != nil || got == nil || !sameRecord(*got, rec) {
 				t.Fatalf("ParseBody = %+v, %v; want %+v", got, err, rec)
 			}
 			stripped, err := StripRecord(withBlock)
@@ -58,7 +60,7 @@ func TestWithRecordReplacesInPlace(t *testing.T) {
 	}
 	body += "\ntail"
 	second := first
-	second.ClaimID, second.State = "claim-2", StateActive
+	second.ClaimID, second.State = "claim-2", claim.RecordStateActive
 	replaced, err := WithRecord(body, second)
 	if err != nil {
 		t.Fatal(err)
@@ -117,15 +119,15 @@ func TestRecordInForce(t *testing.T) {
 	rec := sampleRecord()
 	for _, tc := range []struct {
 		name  string
-		state State
+		state claim.RecordState
 		now   time.Time
 		want  bool
 	}{
-		{"active before expiry", StateActive, rec.ExpiresAt.Add(-time.Second), true},
-		{"active at expiry", StateActive, rec.ExpiresAt, false},
-		{"active after expiry", StateActive, rec.ExpiresAt.Add(time.Minute), false},
-		{"released", StateReleased, rec.ClaimedAt, false},
-		{"revoked", StateRevoked, rec.ClaimedAt, false},
+		{"active before expiry", claim.RecordStateActive, rec.ExpiresAt.Add(-time.Second), true},
+		{"active at expiry", claim.RecordStateActive, rec.ExpiresAt, false},
+		{"active after expiry", claim.RecordStateActive, rec.ExpiresAt.Add(time.Minute), false},
+		{"released", claim.RecordStateReleased, rec.ClaimedAt, false},
+		{"revoked", claim.RecordStateRevoked, rec.ClaimedAt, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rec
@@ -140,31 +142,31 @@ func TestRecordInForce(t *testing.T) {
 func TestRecordValidate(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
-		mutate func(*Record)
+		mutate func(*claim.Record)
 		ok     bool
 	}{
-		{"valid", func(*Record) {}, true},
-		{"no claim id", func(r *Record) { r.ClaimID = " " }, false},
-		{"no worker", func(r *Record) { r.Worker = "" }, false},
-		{"no role", func(r *Record) { r.Role = "" }, false},
-		{"bad repository", func(r *Record) { r.Repository = "org" }, false},
-		{"nested repository", func(r *Record) { r.Repository = "org/a/b" }, false},
-		{"bad kind", func(r *Record) { r.Kind = "issue" }, false},
-		{"zero number", func(r *Record) { r.Number = 0 }, false},
-		{"unknown state", func(r *Record) { r.State = "held" }, false},
-		{"expiry before claim", func(r *Record) { r.ExpiresAt = r.ClaimedAt }, false},
-		{"no claimedAt", func(r *Record) { r.ClaimedAt = time.Time{} }, false},
-		{"invalid utf-8", func(r *Record) { r.Pin = "\xf9" }, false},
+		{"valid", func(*claim.Record) {}, true},
+		{"no claim id", func(r *claim.Record) { r.ClaimID = " " }, false},
+		{"no worker", func(r *claim.Record) { r.Worker = "" }, false},
+		{"no role", func(r *claim.Record) { r.Role = "" }, false},
+		{"bad repository", func(r *claim.Record) { r.Repository = "org" }, false},
+		{"nested repository", func(r *claim.Record) { r.Repository = "org/a/b" }, false},
+		{"bad kind", func(r *claim.Record) { r.Kind = "issue" }, false},
+		{"zero number", func(r *claim.Record) { r.Number = 0 }, false},
+		{"unknown state", func(r *claim.Record) { r.State = "held" }, false},
+		{"expiry before claim", func(r *claim.Record) { r.ExpiresAt = r.ClaimedAt }, false},
+		{"no claimedAt", func(r *claim.Record) { r.ClaimedAt = time.Time{} }, false},
+		{"invalid utf-8", func(r *claim.Record) { r.Pin = "\xf9" }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := sampleRecord()
 			tc.mutate(&r)
-			err := r.validate()
+			err := validateRecord(r)
 			if tc.ok != (err == nil) {
-				t.Fatalf("validate = %v, want ok=%v", err, tc.ok)
+				t.Fatalf("validateRecord = %v, want ok=%v", err, tc.ok)
 			}
 			if err != nil && !errors.Is(err, ErrInvalidArgument) {
-				t.Fatalf("validate error %v does not wrap ErrInvalidArgument", err)
+				t.Fatalf("validateRecord error %v does not wrap ErrInvalidArgument", err)
 			}
 		})
 	}
@@ -178,14 +180,14 @@ func TestTransitionFormatParse(t *testing.T) {
 		mutate  func(*Transition)
 		wantErr bool
 	}{
-		{"claimed", func(tr *Transition) { tr.Event = EventClaimed }, false},
-		{"revoked with trigger", func(tr *Transition) { tr.Event, tr.Trigger = EventRevoked, TriggerStaleState }, false},
-		{"rejected with reason", func(tr *Transition) { tr.Event, tr.Reason, tr.Role = EventRejected, "contention", "" }, false},
-		{"revoked without trigger", func(tr *Transition) { tr.Event = EventRevoked }, true},
-		{"revoked with unknown trigger", func(tr *Transition) { tr.Event, tr.Trigger = EventRevoked, "boredom" }, true},
-		{"trigger on non-revocation", func(tr *Transition) { tr.Event, tr.Trigger = EventReleased, TriggerRelease }, true},
+		{"claimed", func(tr *Transition) { tr.Event = claim.EventClaimed }, false},
+		{"revoked with trigger", func(tr *Transition) { tr.Event, tr.Trigger = claim.EventRevoked, claim.TriggerStaleState }, false},
+		{"rejected with reason", func(tr *Transition) { tr.Event, tr.Reason, tr.Role = claim.EventRejected, "contention", "" }, false},
+		{"revoked without trigger", func(tr *Transition) { tr.Event = claim.EventRevoked }, true},
+		{"revoked with unknown trigger", func(tr *Transition) { tr.Event, tr.Trigger = claim.EventRevoked, "boredom" }, true},
+		{"trigger on non-revocation", func(tr *Transition) { tr.Event, tr.Trigger = claim.EventReleased, claim.TriggerRelease }, true},
 		{"unknown event", func(tr *Transition) { tr.Event = "paused" }, true},
-		{"no identity", func(tr *Transition) { tr.Event, tr.Identity = EventClaimed, "" }, true},
+		{"no identity", func(tr *Transition) { tr.Event, tr.Identity = claim.EventClaimed, "" }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tr := base
@@ -243,7 +245,7 @@ func FuzzRecordBody(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body, pin string) {
 		if !utf8.ValidString(pin) {
-			return // refused by Record.validate before any write
+			return // refused by validateRecord before any write
 		}
 		rec := sampleRecord()
 		rec.Pin = pin
@@ -255,7 +257,7 @@ func FuzzRecordBody(f *testing.F) {
 			t.Fatalf("WithRecord(%q): %v", body, err)
 		}
 		got, err := ParseBody(withBlock)
-		if err != nil || got == nil || !got.sameAs(rec) {
+		if err != nil || got == nil || !sameRecord(*got, rec) {
 			t.Fatalf("ParseBody after WithRecord(%q) = %+v, %v", body, got, err)
 		}
 		stripped, err := StripRecord(withBlock)
@@ -279,7 +281,7 @@ func TestArgumentsCheckedBeforeIO(t *testing.T) {
 	expired := rec
 	expired.ClaimedAt, expired.ExpiresAt = time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour)
 	released := rec
-	released.State = StateReleased
+	released.State = claim.RecordStateReleased
 	for _, tc := range []struct {
 		name string
 		call func() error
@@ -292,15 +294,18 @@ func TestArgumentsCheckedBeforeIO(t *testing.T) {
 			_, err := c.Publish(ctx, other, rec)
 			return err
 		}},
-		{"clear to active", func() error { _, err := c.Clear(ctx, tg, "c", StateActive); return err }},
-		{"clear without id", func() error { _, err := c.Clear(ctx, tg, "", StateReleased); return err }},
+		{"clear to active", func() error { _, err := c.Clear(ctx, tg, "c", claim.RecordStateActive); return err }},
+		{"clear without id", func() error { _, err := c.Clear(ctx, tg, "", claim.RecordStateReleased); return err }},
 		{"read bad target", func() error {
-			_, _, err := c.Read(ctx, Target{Repository: "x", Kind: KindIssue, Number: 1})
+			_, _, err := c.Read(ctx, claim.Target{Repository: "x", Kind: claim.KindIssue, Number: 1})
 			return err
 		}},
-		{"read target bad kind", func() error { _, err := c.ReadTarget(ctx, "o/r", "Epic", 1); return err }},
+		{"read target bad kind", func() error {
+			_, err := c.ReadTarget(ctx, claim.Target{Repository: "o/r", Kind: "Epic", Number: 1})
+			return err
+		}},
 		{"transition without trigger", func() error {
-			_, err := c.RecordTransition(ctx, tg, Transition{Event: EventRevoked, ClaimID: "c", Worker: "w", Identity: "i", At: time.Now()})
+			_, err := c.RecordTransition(ctx, tg, Transition{Event: claim.EventRevoked, ClaimID: "c", Worker: "w", Identity: "i", At: time.Now()})
 			return err
 		}},
 		{"file without path", func() error { _, err := c.PublishFile(ctx, "o/r", "/", nil, ""); return err }},
@@ -314,6 +319,58 @@ func TestArgumentsCheckedBeforeIO(t *testing.T) {
 	for _, bad := range []struct{ url, token string }{{"ftp://x", "t"}, {"http://", "t"}, {"http://h", ""}} {
 		if _, err := New(bad.url, bad.token); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("New(%q, %q) err = %v, want ErrInvalidArgument", bad.url, bad.token, err)
+		}
+	}
+}
+
+// TestWireFormatUnchanged pins the exact bytes this package writes to Gitea
+// (the record block and the audit comment) and the error texts it reports. The
+// expected strings were produced by the package before it moved to the claim
+// package's types; they must never change without a new format version.
+func TestWireFormatUnchanged(t *testing.T) {
+	at := time.Date(2026, 7, 31, 15, 18, 17, 0, time.UTC)
+	rec := sampleRecord()
+	pr := rec
+	pr.Kind, pr.HeadSHA, pr.State, pr.Pin = claim.KindPullRequest, "0123abcd", claim.RecordStateRevoked, "<-->&"
+	pr.ClaimedAt = at.In(time.FixedZone("x", 3600)).Add(500 * time.Millisecond)
+	tg := claim.Target{Repository: "org/repo", Kind: claim.KindPullRequest, Number: 9}
+	format := func(tr Transition) string {
+		t.Helper()
+		body, err := FormatTransition(tr)
+		if err != nil {
+			t.Fatalf("FormatTransition(%+v): %v", tr, err)
+		}
+		return body
+	}
+	withRecord := func(body string, r claim.Record) string {
+		t.Helper()
+		out, err := WithRecord(body, r)
+		if err != nil {
+			t.Fatalf("WithRecord: %v", err)
+		}
+		return out
+	}
+	for _, tc := range []struct{ name, got, want string }{
+		{"issue record", withRecord("Body.", rec),
+			"Body.\n\n" + `<!-- fleet-claim:v1 {"claimID":"claim-1","worker":"worker-a","identity":"alice","role":"author","repository":"org/repo","kind":"Issue","number":7,"generation":"42","pin":"sha256:abc","state":"active","claimedAt":"2026-07-31T15:18:17Z","expiresAt":"2026-07-31T16:18:17Z"} -->`},
+		{"pull request record", withRecord("", pr),
+			`<!-- fleet-claim:v1 {"claimID":"claim-1","worker":"worker-a","identity":"alice","role":"author","repository":"org/repo","kind":"PullRequest","number":7,"headSHA":"0123abcd","generation":"42","pin":"\u003c--\u003e\u0026","state":"revoked","claimedAt":"2026-07-31T15:18:17Z","expiresAt":"2026-07-31T16:18:17Z"} -->`},
+		{"revocation comment", format(Transition{Event: claim.EventRevoked, Trigger: claim.TriggerOwnershipLoss, ClaimID: "c1", Worker: "w1",
+			Identity: "alice", Role: "reviewer", Reason: "lease moved", At: at.Add(300 * time.Millisecond)}),
+			"Claim `c1` of worker `w1` (@alice, role reviewer) revoked (trigger: ownership_loss) (reason: lease moved) at 2026-07-31T15:18:17Z.\n\n" +
+				`<!-- fleet-claim-audit:v1 {"event":"revoked","trigger":"ownership_loss","claimID":"c1","worker":"w1","identity":"alice","role":"reviewer","reason":"lease moved","at":"2026-07-31T15:18:17Z"} -->`},
+		{"rejection comment", format(Transition{Event: claim.EventRejected, ClaimID: "c2", Worker: "w2", Identity: "bob", At: at}),
+			"Claim `c2` of worker `w2` (@bob) rejected at 2026-07-31T15:18:17Z.\n\n" +
+				`<!-- fleet-claim-audit:v1 {"event":"rejected","claimID":"c2","worker":"w2","identity":"bob","at":"2026-07-31T15:18:17Z"} -->`},
+		{"foreign claim error", (&ForeignClaimError{Target: tg, Holder: &rec, Assignees: []string{"bob"}}).Error(),
+			`org/repo#9 (PullRequest): target is held by another claim: claim "claim-1" of alice until 2026-07-31T16:18:17Z; assigned to bob`},
+		{"not in force error", (&NotInForceError{Target: tg, ClaimID: "c9", Found: &pr, ContentVersion: 4}).Error(),
+			`org/repo#9 (PullRequest): claim record in force is not the expected one: expected claim "c9", found claim "claim-1" (revoked, expires 2026-07-31T16:18:17Z) at content_version 4`},
+		{"conflict error", (&ConflictError{Target: tg, ContentVersion: 4}).Error(),
+			`org/repo#9 (PullRequest): issue body changed concurrently (stale content_version) (guarded by content_version 4)`},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, tc.got, tc.want)
 		}
 	}
 }

@@ -10,114 +10,45 @@ import (
 	"sync"
 
 	"code.gitea.io/sdk/gitea"
+
+	"github.com/giteatools/fleet-controller/internal/claim"
 )
 
-// TargetState is what Gitea says about an issue or pull request at one
-// moment: every mutable fact a claim decision is pinned to or checks. It is a
-// plain value; nothing in it refers to the Gitea SDK.
-type TargetState struct {
-	// Target is the item read (repository "owner/name", kind, number).
-	Target Target
-	// State is "open" or "closed" (a merged pull request is "closed").
-	State string
-	// Merged is true for a merged pull request.
-	Merged bool
-	// Draft is true for a pull request marked as work in progress.
-	Draft bool
-	// Author is the login that opened the issue or pull request.
-	Author string
-	// HeadSHA is the pull request's head commit (empty for issues).
-	HeadSHA string
-	// HeadBranch is the pull request's head branch name (empty for issues).
-	HeadBranch string
-	// BaseBranch is the branch a pull request targets; for an issue it is the
-	// repository's default branch.
-	BaseBranch string
-	// BaseSHA is the current head commit of BaseBranch: the parity revision.
-	BaseSHA string
-	// Pushers are the logins behind the pull request's commits (author or
-	// committer, as Gitea maps commit e-mails to accounts) plus the pull
-	// request's author; sorted, unique. Empty for issues.
-	Pushers []string
-	// UnmappedCommitEmails are commit author/committer e-mails Gitea could not
-	// map to an account; sorted, unique. A caller enforcing independence
-	// cannot prove who these are.
-	UnmappedCommitEmails []string
-	// Reviews are the submitted reviews of a pull request, oldest first
-	// (pending drafts and bare review requests are left out).
-	Reviews []Review
-	// Reviewed is true when at least one submitted review does not approve
-	// (a comment or a change request, dismissed or not).
-	Reviewed bool
-	// Approved is true when at least one approval is neither dismissed nor
-	// stale (made on an older head).
-	Approved bool
-	// ChangesRequested is true when a change request is neither dismissed nor
-	// stale.
-	ChangesRequested bool
-	// Labels are the label names, sorted.
-	Labels []string
-	// Assignees are the assigned logins, sorted.
-	Assignees []string
-	// Dependencies are the items that block this one ("depends on"), in the
-	// order Gitea lists them.
-	Dependencies []Dependency
-	// Claim is the claim record in the body (nil when there is none).
-	Claim *Record
-	// ContentVersion is the issue's content_version at the time of the read;
-	// a claim write guarded by it fails if the body moved since.
-	ContentVersion int64
-}
-
-// Review is one submitted pull request review.
-type Review struct {
-	// ID is Gitea's review id.
-	ID int64
-	// Reviewer is the reviewer's login.
-	Reviewer string
-	// State is Gitea's review state: APPROVED, REQUEST_CHANGES or COMMENT.
-	State string
-	// CommitID is the head commit the review was made on.
-	CommitID string
-	// Stale is true when the pull request head moved after the review.
-	Stale bool
-	// Dismissed is true when the review was dismissed.
-	Dismissed bool
-	// Official is true when the review counts towards required approvals.
-	Official bool
-}
-
-// Review states as Gitea reports them.
-const (
-	// ReviewApproved approves the pull request.
-	ReviewApproved = string(gitea.ReviewStateApproved)
-	// ReviewRequestChanges asks for changes.
-	ReviewRequestChanges = string(gitea.ReviewStateRequestChanges)
-	// ReviewComment comments without a verdict.
-	ReviewComment = string(gitea.ReviewStateComment)
-)
-
-// Dependency is an item the target depends on.
-type Dependency struct {
-	// Repository is the dependency's "owner/name".
-	Repository string
-	// Number is its issue or pull request number.
-	Number int64
-	// State is "open" or "closed".
-	State string
-	// PullRequest is true when the dependency is a pull request.
-	PullRequest bool
-}
-
-// ReadTarget reads the state of one issue or pull request. The kind must
-// match what Gitea holds under that number (ErrKindMismatch otherwise); a
-// malformed claim block is an error wrapping ErrMalformedRecord.
-func (c *Client) ReadTarget(ctx context.Context, repo string, kind Kind, number int64) (TargetState, error) {
-	t := Target{Repository: repo, Kind: kind, Number: number}
-	owner, name, err := t.validate()
+// ReadTarget reads what Gitea says about one issue or pull request at one
+// moment: every mutable fact a claim decision is pinned to or checks, as the
+// [claim.TargetState] the decisions take. Nothing in it refers to the Gitea
+// SDK. t names the item; its HeadSHA is ignored. The fields are filled so:
+//
+//   - Target: the item asked for, with HeadSHA set to the pull request's
+//     current head (empty for issues).
+//   - State is "open" or "closed" (a merged pull request is "closed");
+//     Merged, Draft, HeadBranch are the pull request's (zero for issues).
+//   - BaseBranch is the branch a pull request targets, for an issue the
+//     repository's default branch; ParityRevision is its current head commit.
+//   - Pushers are the logins behind the pull request's commits (author or
+//     committer, as Gitea maps commit e-mails to accounts) plus its author;
+//     UnmappedCommitEmails are the commit e-mails Gitea could not map. Both
+//     sorted, unique, empty for issues.
+//   - Reviews are the submitted reviews, oldest first (pending drafts and bare
+//     review requests are left out). Reviewed is set when one does not
+//     approve (dismissed or not), Approved when an approval is neither
+//     dismissed nor stale, ChangesRequested when a change request is neither.
+//   - Labels and Assignees are sorted; Dependencies are the items t depends
+//     on, in the order Gitea lists them.
+//   - ClaimRecord is the claim record in the body (nil when there is none);
+//     RecordVersion is the issue's content_version at the read, which a
+//     guarded claim write is checked against.
+//   - The Lease fields are not Gitea's and stay zero.
+//
+// The kind must match what Gitea holds under that number (ErrKindMismatch
+// otherwise); a malformed claim block is an error wrapping ErrMalformedRecord.
+func (c *Client) ReadTarget(ctx context.Context, t claim.Target) (claim.TargetState, error) {
+	t = itemOf(t)
+	owner, name, err := validateTarget(t)
 	if err != nil {
-		return TargetState{}, err
+		return claim.TargetState{}, err
 	}
+	kind, number := t.Kind, t.Number
 	// The issue, its dependencies and the repository or pull request are independent
 	// reads: they run concurrently (each with its own SDK client), then the base branch
 	// head is read once its name is known.
@@ -125,15 +56,15 @@ func (c *Client) ReadTarget(ctx context.Context, repo string, kind Kind, number 
 		wg                        sync.WaitGroup
 		is                        *rawIssue
 		issueErr, depErr, sideErr error
-		deps                      []Dependency
-		pull                      TargetState
+		deps                      []claim.DependencyEdge
+		pull                      claim.TargetState
 		defaultBranch             string
 	)
 	wg.Go(func() { is, issueErr = c.readIssue(ctx, t) })
 	wg.Go(func() { deps, depErr = c.dependencies(c.SDK(ctx), owner, name, number) })
 	wg.Go(func() {
 		sdk := c.SDK(ctx)
-		if kind == KindIssue {
+		if kind == claim.KindIssue {
 			repoInfo, resp, err := sdk.GetRepo(owner, name)
 			if err != nil {
 				sideErr = sdkErr("GET", repoPath(owner, name), resp, err)
@@ -146,47 +77,48 @@ func (c *Client) ReadTarget(ctx context.Context, repo string, kind Kind, number 
 	})
 	wg.Wait()
 	if issueErr != nil {
-		return TargetState{}, issueErr
+		return claim.TargetState{}, issueErr
 	}
 	if depErr != nil {
-		return TargetState{}, fmt.Errorf("reading %s: %w", t, depErr)
+		return claim.TargetState{}, fmt.Errorf("reading %s: %w", t, depErr)
 	}
 	if sideErr != nil {
-		return TargetState{}, fmt.Errorf("reading %s: %w", t, sideErr)
+		return claim.TargetState{}, fmt.Errorf("reading %s: %w", t, sideErr)
 	}
 	st := pull
 	st.Target = t
+	st.Target.HeadSHA = pull.Target.HeadSHA
 	st.State = is.State
 	st.Author = is.User.Login
 	st.Assignees = sortedUnique(is.assigneeLogins())
-	st.ContentVersion = *is.ContentVersion
+	st.RecordVersion = *is.ContentVersion
 	st.Dependencies = deps
-	if kind == KindIssue {
+	if kind == claim.KindIssue {
 		st.BaseBranch = defaultBranch
 	}
 	for _, l := range is.Labels {
 		st.Labels = append(st.Labels, l.Name)
 	}
 	st.Labels = sortedUnique(st.Labels)
-	if st.Claim, err = ParseBody(is.Body); err != nil {
-		return TargetState{}, fmt.Errorf("%s: %w", t, err)
+	if st.ClaimRecord, err = ParseBody(is.Body); err != nil {
+		return claim.TargetState{}, fmt.Errorf("%s: %w", t, err)
 	}
 	sdk := c.SDK(ctx)
 	if st.BaseBranch != "" {
 		br, resp, err := sdk.GetRepoBranch(owner, name, st.BaseBranch)
 		if err != nil {
-			return TargetState{}, fmt.Errorf("reading %s: base branch %q: %w", t, st.BaseBranch,
+			return claim.TargetState{}, fmt.Errorf("reading %s: base branch %q: %w", t, st.BaseBranch,
 				sdkErr("GET", repoPath(owner, name)+"/branches/"+url.PathEscape(st.BaseBranch), resp, err))
 		}
 		if br.Commit != nil {
-			st.BaseSHA = br.Commit.ID
+			st.ParityRevision = br.Commit.ID
 		}
 	}
 	return st, nil
 }
 
-// readPull fills the pull-request-only fields.
-func (c *Client) readPull(ctx context.Context, owner, name string, number int64, st *TargetState) error {
+// readPull fills the pull-request-only fields (the head in st.Target.HeadSHA).
+func (c *Client) readPull(ctx context.Context, owner, name string, number int64, st *claim.TargetState) error {
 	pullPath := fmt.Sprintf("%s/pulls/%d", repoPath(owner, name), number)
 	var (
 		wg             sync.WaitGroup
@@ -219,7 +151,7 @@ func (c *Client) readPull(ctx context.Context, owner, name string, number int64,
 	st.Merged = pr.HasMerged
 	st.Draft = pr.Draft
 	if pr.Head != nil {
-		st.HeadSHA = pr.Head.Sha
+		st.Target.HeadSHA = pr.Head.Sha
 		st.HeadBranch = pr.Head.Ref
 	}
 	if pr.Base != nil {
@@ -263,10 +195,10 @@ func (c *Client) readPull(ctx context.Context, owner, name string, number int64,
 			continue
 		}
 		state := string(rv.State)
-		if state != ReviewApproved && state != ReviewRequestChanges && state != ReviewComment {
+		if state != claim.ReviewApproved && state != claim.ReviewRequestChanges && state != claim.ReviewComment {
 			continue // pending drafts and review requests are not reviews yet
 		}
-		r := Review{ID: rv.ID, State: state, CommitID: rv.CommitID, Stale: rv.Stale,
+		r := claim.Review{ID: rv.ID, State: state, CommitID: rv.CommitID, Stale: rv.Stale,
 			Dismissed: rv.Dismissed, Official: rv.Official}
 		if rv.Reviewer != nil {
 			r.Reviewer = rv.Reviewer.UserName
@@ -274,9 +206,9 @@ func (c *Client) readPull(ctx context.Context, owner, name string, number int64,
 		st.Reviews = append(st.Reviews, r)
 		current := !rv.Dismissed && !rv.Stale
 		switch state {
-		case ReviewApproved:
+		case claim.ReviewApproved:
 			st.Approved = st.Approved || current
-		case ReviewRequestChanges:
+		case claim.ReviewRequestChanges:
 			st.Reviewed = true
 			st.ChangesRequested = st.ChangesRequested || current
 		default:
@@ -288,66 +220,56 @@ func (c *Client) readPull(ctx context.Context, owner, name string, number int64,
 
 // listPullCommits lists every commit of a pull request.
 func listPullCommits(sdk *gitea.Client, owner, name string, number int64, pullPath string) ([]*gitea.Commit, error) {
-	var out []*gitea.Commit
-	for page := 1; ; page++ {
-		commits, resp, err := sdk.ListPullRequestCommits(owner, name, number, gitea.ListPullRequestCommitsOptions{
-			ListOptions: gitea.ListOptions{Page: page, PageSize: listPageSize},
-		})
-		if err != nil {
-			return nil, sdkErr("GET", pullPath+"/commits", resp, err)
-		}
-		out = append(out, commits...)
-		if !morePages(resp, len(commits), len(out), page) {
-			return out, nil
-		}
-	}
+	return listAll(pullPath+"/commits", func(o gitea.ListOptions) ([]*gitea.Commit, *gitea.Response, error) {
+		return sdk.ListPullRequestCommits(owner, name, number, gitea.ListPullRequestCommitsOptions{ListOptions: o})
+	})
 }
 
 // listPullReviews lists every review of a pull request.
 func listPullReviews(sdk *gitea.Client, owner, name string, number int64, pullPath string) ([]*gitea.PullReview, error) {
-	var out []*gitea.PullReview
-	for page := 1; ; page++ {
-		reviews, resp, err := sdk.ListPullReviews(owner, name, number, gitea.ListPullReviewsOptions{
-			ListOptions: gitea.ListOptions{Page: page, PageSize: listPageSize},
-		})
-		if err != nil {
-			return nil, sdkErr("GET", pullPath+"/reviews", resp, err)
-		}
-		out = append(out, reviews...)
-		if !morePages(resp, len(reviews), len(out), page) {
-			return out, nil
-		}
-	}
+	return listAll(pullPath+"/reviews", func(o gitea.ListOptions) ([]*gitea.PullReview, *gitea.Response, error) {
+		return sdk.ListPullReviews(owner, name, number, gitea.ListPullReviewsOptions{ListOptions: o})
+	})
 }
 
 // dependencies lists the items the issue depends on.
-func (c *Client) dependencies(sdk *gitea.Client, owner, name string, number int64) ([]Dependency, error) {
-	var out []Dependency
-	for page := 1; ; page++ {
-		deps, resp, err := sdk.ListIssueDependencies(owner, name, number, gitea.ListIssueDependenciesOptions{
-			ListOptions: gitea.ListOptions{Page: page, PageSize: listPageSize},
-		})
-		if err != nil {
-			return nil, sdkErr("GET", issuePath(owner, name, number)+"/dependencies", resp, err)
+func (c *Client) dependencies(sdk *gitea.Client, owner, name string, number int64) ([]claim.DependencyEdge, error) {
+	deps, err := listAll(issuePath(owner, name, number)+"/dependencies", func(o gitea.ListOptions) ([]*gitea.Issue, *gitea.Response, error) {
+		return sdk.ListIssueDependencies(owner, name, number, gitea.ListIssueDependenciesOptions{ListOptions: o})
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []claim.DependencyEdge
+	for _, d := range deps {
+		if d == nil {
+			continue
 		}
-		for _, d := range deps {
-			if d == nil {
-				continue
+		dep := claim.DependencyEdge{Number: d.Index, State: string(d.State), PullRequest: d.PullRequest != nil}
+		if d.Repository != nil {
+			dep.Repository = d.Repository.FullName
+			if dep.Repository == "" && d.Repository.Owner != "" {
+				dep.Repository = d.Repository.Owner + "/" + d.Repository.Name
 			}
-			dep := Dependency{Number: d.Index, State: string(d.State), PullRequest: d.PullRequest != nil}
-			if d.Repository != nil {
-				dep.Repository = d.Repository.FullName
-				if dep.Repository == "" && d.Repository.Owner != "" {
-					dep.Repository = d.Repository.Owner + "/" + d.Repository.Name
-				}
-			}
-			out = append(out, dep)
 		}
-		if !morePages(resp, len(deps), len(out), page) {
-			break
-		}
+		out = append(out, dep)
 	}
 	return out, nil
+}
+
+// listAll reads every page of a paged listing at path (for error messages).
+func listAll[T any](path string, page func(gitea.ListOptions) ([]T, *gitea.Response, error)) ([]T, error) {
+	var out []T
+	for n := 1; ; n++ {
+		items, resp, err := page(gitea.ListOptions{Page: n, PageSize: listPageSize})
+		if err != nil {
+			return nil, sdkErr("GET", path, resp, err)
+		}
+		out = append(out, items...)
+		if !morePages(resp, len(items), len(out), n) {
+			return out, nil
+		}
+	}
 }
 
 // morePages decides whether a paged listing continues after page, given the

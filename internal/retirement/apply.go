@@ -17,7 +17,6 @@ limitations under the License.
 package retirement
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -210,23 +209,6 @@ func ApprovalMismatch(req Approval, registryFingerprint, candidateFingerprint st
 		return "the approval's workerIdentities are not exactly the plan's candidate identities"
 	}
 	return ""
-}
-
-// ParseIdentities parses a worker identity list given either as a JSON array
-// of strings or as comma-separated text. Entries are trimmed; empty ones and
-// duplicates are dropped and the result is sorted. Text that starts like a
-// JSON array but is not a valid array of strings yields nil, which apply
-// treats as nothing requested rather than guessing.
-func ParseIdentities(s string) []string {
-	t := strings.TrimSpace(s)
-	if strings.HasPrefix(t, "[") {
-		var list []string
-		if err := json.Unmarshal([]byte(t), &list); err != nil {
-			return nil
-		}
-		return NormalizeIdentities(list)
-	}
-	return NormalizeIdentities(strings.Split(t, ","))
 }
 
 // NormalizeIdentities trims, de-duplicates and sorts identities, dropping

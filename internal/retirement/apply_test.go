@@ -121,11 +121,11 @@ func TestDecideApply(t *testing.T) {
 			wantRetire: []string{"keeper", "target"},
 		},
 		{
-			name: "comma separated and duplicated identities",
+			name: "untrimmed, empty and duplicated identities",
 			build: func() (Approval, Plan, []Row) {
 				in, p := applyFixture()
 				a := approvalFor(p)
-				a.WorkerIdentities = ParseIdentities(" target, keeper ,target,")
+				a.WorkerIdentities = []string{" target", "keeper ", "target", ""}
 				return a, BuildPlan(in), in.Rows
 			},
 			wantRetire: []string{"keeper", "target"},
@@ -215,30 +215,6 @@ func TestRecheckBeforeWrite(t *testing.T) {
 				t.Fatalf("RecheckBeforeWrite = %v, %q, %q; want %v, %q", ok, reason, detail, tt.ok, tt.reason)
 			}
 		})
-	}
-}
-
-func TestParseIdentities(t *testing.T) {
-	tests := []struct {
-		in   string
-		want []string
-	}{
-		{"", nil},
-		{"  ", nil},
-		{",,", nil},
-		{"b,a", []string{"a", "b"}},
-		{" b , a ,b, ", []string{"a", "b"}},
-		{`["b","a","b"," c "]`, []string{"a", "b", "c"}},
-		{` [ "x" ] `, []string{"x"}},
-		{`[]`, nil},
-		{`["a",`, nil},
-		{`[1,2]`, nil},
-		{"single", []string{"single"}},
-	}
-	for _, tt := range tests {
-		if got := ParseIdentities(tt.in); !reflect.DeepEqual(got, tt.want) {
-			t.Errorf("ParseIdentities(%q) = %#v, want %#v", tt.in, got, tt.want)
-		}
 	}
 }
 

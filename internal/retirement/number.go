@@ -123,8 +123,30 @@ func CanonicalNumber(s string) (string, error) {
 	if dot := strings.IndexByte(t, '.'); dot > 0 && fastCanonicalInt(t[:dot]) && allZeros(t[dot+1:]) {
 		return t[:dot], nil
 	}
+	neg, digits, exp, err := parseDecimal(t)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q %s", ErrInvalidNumber, s, err.Error())
+	}
+	// value = digits × 10^exp; drop leading and trailing zeros.
+	digits = strings.TrimLeft(digits, "0")
+	trimmed := strings.TrimRight(digits, "0")
+	exp += len(digits) - len(trimmed)
+	digits = trimmed
+	if digits == "" {
+		return "0", nil
+	}
+	point := len(digits) + exp // digits before the decimal point
+	if e := point - 1; e > maxExponentMagnitude || e < -maxExponentMagnitude {
+		return "", fmt.Errorf("%w: %q is out of range", ErrInvalidNumber, s)
+	}
+	return formatDecimal(neg, digits, exp), nil
+}
+
+// parseDecimal splits a literal into its sign, its digits (integer and fraction part
+// together) and the exponent that scales them: value = digits × 10^exp. The error text
+// completes "<literal> …".
+func parseDecimal(t string) (neg bool, digits string, exp int, err error) {
 	i := 0
-	neg := false
 	if i < len(t) && (t[i] == '+' || t[i] == '-') {
 		neg = t[i] == '-'
 		i++
@@ -144,55 +166,55 @@ func CanonicalNumber(s string) (string, error) {
 		fracPart = t[fs:i]
 	}
 	if intPart == "" && fracPart == "" {
-		return "", fmt.Errorf("%w: %q has no digits", ErrInvalidNumber, s)
+		return false, "", 0, errors.New("has no digits")
 	}
-	exp := 0
 	if i < len(t) && (t[i] == 'e' || t[i] == 'E') {
-		i++
-		expNeg := false
-		if i < len(t) && (t[i] == '+' || t[i] == '-') {
-			expNeg = t[i] == '-'
-			i++
+		var n int
+		if exp, n, err = parseExponent(t[i+1:]); err != nil {
+			return false, "", 0, err
 		}
-		es := i
-		for i < len(t) && isDigit(t[i]) {
-			if exp > maxExponentLiteral {
-				return "", fmt.Errorf("%w: exponent of %q out of range", ErrInvalidNumber, s)
-			}
-			exp = exp*10 + int(t[i]-'0')
-			i++
-		}
-		if i == es {
-			return "", fmt.Errorf("%w: %q has an empty exponent", ErrInvalidNumber, s)
-		}
-		if expNeg {
-			exp = -exp
-		}
+		i += 1 + n
 	}
 	if i != len(t) {
-		return "", fmt.Errorf("%w: unexpected text in %q", ErrInvalidNumber, s)
+		return false, "", 0, errors.New("has unexpected text")
 	}
+	return neg, intPart + fracPart, exp - len(fracPart), nil
+}
 
-	// value = digits × 10^exp, with digits = intPart+fracPart.
-	digits := intPart + fracPart
-	exp -= len(fracPart)
-	digits = strings.TrimLeft(digits, "0")
-	trimmed := strings.TrimRight(digits, "0")
-	exp += len(digits) - len(trimmed)
-	digits = trimmed
-	if digits == "" {
-		return "0", nil
+// parseExponent reads an exponent (optional sign, digits) at the start of t and returns
+// its value and how many bytes it took.
+func parseExponent(t string) (exp, n int, err error) {
+	expNeg := false
+	if n < len(t) && (t[n] == '+' || t[n] == '-') {
+		expNeg = t[n] == '-'
+		n++
 	}
+	start := n
+	for n < len(t) && isDigit(t[n]) {
+		if exp > maxExponentLiteral {
+			return 0, 0, errors.New("has an exponent out of range")
+		}
+		exp = exp*10 + int(t[n]-'0')
+		n++
+	}
+	if n == start {
+		return 0, 0, errors.New("has an empty exponent")
+	}
+	if expNeg {
+		exp = -exp
+	}
+	return exp, n, nil
+}
 
+// formatDecimal writes digits × 10^exp (digits without leading or trailing zeros): in
+// full up to 21 integer digits, as "0.xxx" for small fractions, else as "d.ddde±x".
+func formatDecimal(neg bool, digits string, exp int) string {
 	var b strings.Builder
 	if neg {
 		b.WriteByte('-')
 	}
 	k := len(digits)
-	point := k + exp // digits before the decimal point
-	if e := point - 1; e > maxExponentMagnitude || e < -maxExponentMagnitude {
-		return "", fmt.Errorf("%w: %q is out of range", ErrInvalidNumber, s)
-	}
+	point := k + exp
 	switch {
 	case exp >= 0 && point <= 21:
 		b.WriteString(digits)
@@ -218,7 +240,7 @@ func CanonicalNumber(s string) (string, error) {
 		}
 		b.WriteString(strconv.Itoa(e))
 	}
-	return b.String(), nil
+	return b.String()
 }
 
 // fastCanonicalInt reports whether t is already canonical: a non-zero

@@ -9,7 +9,8 @@
 //
 // Nothing but the CRDs is installed: no admission policies, no RBAC, no manager. The
 // reconciler is driven by hand and its approver check always allows, because this
-// measures throughput, not permissions (the envtest suite in controllers/ covers those).
+// measures throughput, not permissions (the RetirementPlan suite in
+// internal/controller/retirementplan covers those).
 package bench
 
 import (
@@ -18,28 +19,23 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
-	"github.com/giteatools/fleet-controller/controllers"
+	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/retirement"
+	"github.com/giteatools/fleet-controller/internal/workflowfence"
+	"github.com/giteatools/fleet-controller/test/support/testenv"
 )
 
 const (
@@ -61,11 +57,10 @@ const (
 // TestMain, so a plain `go test` (no -bench) never starts it.
 var (
 	envOnce sync.Once
-	env     *envtest.Environment
+	env     *testenv.Env
 	k8s     client.WithWatch
 	facts   liveness.HostFacts
 	envErr  error
-	nsSeq   atomic.Int64
 )
 
 // Per-row figures of the last run of each benchmark, for the summary line.
@@ -103,33 +98,13 @@ func startEnv(b *testing.B) client.WithWatch {
 		b.Skip("KUBEBUILDER_ASSETS is not set: run with KUBEBUILDER_ASSETS=$PWD/.cache/envtest/v1.37.2 (see `make bench`)")
 	}
 	envOnce.Do(func() {
-		logf.SetLogger(zap.New(zap.WriteTo(io.Discard)))
-		facts, _ = liveness.ReadHostFacts("")
-		if facts.BootID == "" {
-			envErr = fmt.Errorf("this machine has no /proc/sys/kernel/random/boot_id")
+		testenv.SetLogger(io.Discard)
+		if facts, envErr = testenv.HostFacts(benchHostID); envErr != nil {
 			return
 		}
-		facts.HostID = benchHostID
-
-		scheme := runtime.NewScheme()
-		if err := clientgoscheme.AddToScheme(scheme); err != nil {
-			envErr = err
-			return
+		if env, envErr = testenv.Start(); envErr == nil {
+			k8s = env.Client
 		}
-		if err := fleetv1alpha1.AddToScheme(scheme); err != nil {
-			envErr = err
-			return
-		}
-		env = &envtest.Environment{
-			CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-			ErrorIfCRDPathMissing: true,
-		}
-		cfg, err := env.Start()
-		if err != nil {
-			envErr = fmt.Errorf("starting envtest: %w", err)
-			return
-		}
-		k8s, envErr = client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	})
 	if envErr != nil {
 		b.Fatal(envErr)
@@ -173,13 +148,13 @@ func exitedProcesses(b *testing.B, prober *liveness.ProcProber, n int) []deadPro
 }
 
 // newNamespace creates a fresh namespace: a plan covers exactly one namespace.
-func newNamespace(ctx context.Context, b *testing.B, c client.Client, prefix string) string {
+func newNamespace(ctx context.Context, b *testing.B, prefix string) string {
 	b.Helper()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), nsSeq.Add(1))}}
-	if err := c.Create(ctx, ns); err != nil {
-		b.Fatalf("creating namespace: %v", err)
+	ns, err := env.NewNamespace(ctx, prefix)
+	if err != nil {
+		b.Fatal(err)
 	}
-	return ns.Name
+	return ns
 }
 
 // rowName is the name (and worker identity) of row i.
@@ -274,7 +249,7 @@ func timedCalls(c client.WithWatch) (client.WithWatch, *callTimes) {
 	t := &callTimes{}
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if key.Name == controllers.WorkflowFenceName {
+			if key.Name == workflowfence.Name {
 				defer func(start time.Time) { t.fence.Add(int64(time.Since(start))) }(time.Now())
 			}
 			return c.Get(ctx, key, obj, opts...)
@@ -295,12 +270,6 @@ func (allowAll) CanApprove(context.Context, string, string) (bool, string, error
 	return true, "", nil
 }
 
-// discardEvents is an events.EventRecorder that drops everything.
-type discardEvents struct{}
-
-func (discardEvents) Eventf(runtime.Object, runtime.Object, string, string, string, string, ...interface{}) {
-}
-
 // BenchmarkApply times one apply Reconcile of an approved plan over 1,000 eligible rows:
 // the authoritative re-read, fingerprint and candidate re-check, revalidation, approver
 // check, and per row the fence check, liveness re-probe and guarded status update,
@@ -313,7 +282,7 @@ func BenchmarkApply(b *testing.B) {
 		ctx := context.Background()
 		prober := &liveness.ProcProber{Facts: facts}
 		ic, calls := timedCalls(c)
-		r := &controllers.RetirementPlanReconciler{
+		r := &retirementplan.Reconciler{
 			Client:     ic,
 			APIReader:  ic,
 			Prober:     prober,
@@ -321,13 +290,14 @@ func BenchmarkApply(b *testing.B) {
 			Host:       retirement.Host{HostID: facts.HostID, BootID: facts.BootID},
 			Repository: benchRepo,
 			Approvers:  allowAll{},
+			Fence:      workflowfence.Fence{Client: ic, Reader: ic, Clock: clock.RealClock{}},
 			Clock:      clock.RealClock{},
-			Recorder:   discardEvents{},
+			Recorder:   testenv.Discard,
 		}
 
 		var timed, fence, write time.Duration
 		for range b.N {
-			ns := newNamespace(ctx, b, c, "bench-apply")
+			ns := newNamespace(ctx, b, "bench-apply")
 			createEligibleRows(ctx, b, c, ns, benchRows, exitedProcesses(b, prober, deadPIDs))
 
 			plan := &fleetv1alpha1.RetirementPlan{
@@ -402,7 +372,7 @@ func BenchmarkBareUpdateLoop(b *testing.B) {
 
 		var timed time.Duration
 		for range b.N {
-			ns := newNamespace(ctx, b, c, "bench-bare")
+			ns := newNamespace(ctx, b, "bench-bare")
 			createEligibleRows(ctx, b, c, ns, benchRows, exitedProcesses(b, prober, deadPIDs))
 
 			start := time.Now()

@@ -36,7 +36,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
@@ -47,11 +46,13 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
-	"github.com/giteatools/fleet-controller/controllers"
 	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/internal/controller/taskclaim"
+	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/internal/liveness"
-	"github.com/giteatools/fleet-controller/internal/testgitea"
+	"github.com/giteatools/fleet-controller/internal/workflowfence"
+	"github.com/giteatools/fleet-controller/test/support/testgitea"
 )
 
 const (
@@ -236,9 +237,8 @@ func setupClaimBench(c client.WithWatch) (*claimBench, error) {
 		return cb, err
 	}
 
-	cb.ns = fmt.Sprintf("bench-claim-%d-%d", os.Getpid(), nsSeq.Add(1))
-	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cb.ns}}); err != nil {
-		return cb, fmt.Errorf("creating namespace: %w", err)
+	if cb.ns, err = env.NewNamespace(ctx, "bench-claim"); err != nil {
+		return cb, err
 	}
 
 	opts := ctrl.Options{
@@ -259,7 +259,7 @@ func setupClaimBench(c client.WithWatch) (*claimBench, error) {
 	if err != nil {
 		return cb, fmt.Errorf("creating the manager: %w", err)
 	}
-	if err := (&controllers.WorkerRegistrationReconciler{
+	if err := (&workerregistration.Reconciler{
 		Client: mgr.GetClient(), Prober: &liveness.ProcProber{Facts: facts}, Clock: clock.RealClock{},
 		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
 	}).SetupWithManager(mgr); err != nil {
@@ -273,11 +273,12 @@ func setupClaimBench(c client.WithWatch) (*claimBench, error) {
 	if err != nil {
 		return cb, err
 	}
-	if err := (&controllers.TaskClaimReconciler{
+	if err := (&taskclaim.Reconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
 		Gitea:      controllerGitea,
 		Verdicts:   allowedVerdict{},
+		Fence:      workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clock.RealClock{}},
 		Repository: cb.repo,
 		TTL:        claimTTL,
 		Clock:      clock.RealClock{},
@@ -517,7 +518,7 @@ func claimAndWait(ctx context.Context, c client.Client, ns, name, worker string,
 			cur = got
 		}
 		o.phase = cur.Status.Phase
-		if cur.Status.Phase == fleetv1alpha1.ClaimPhaseActive || isFinalPhase(cur.Status.Phase) {
+		if cur.Status.Phase == fleetv1alpha1.ClaimPhaseActive || claim.FinalPhase(cur.Status.Phase) {
 			o.latency = time.Since(start)
 			if r := cur.Status.Result; r != nil {
 				o.class = r.Class
@@ -536,15 +537,6 @@ func claimAndWait(ctx context.Context, c client.Client, ns, name, worker string,
 			pinned = true
 		}
 	}
-}
-
-func isFinalPhase(phase string) bool {
-	switch phase {
-	case fleetv1alpha1.ClaimPhaseRejected, fleetv1alpha1.ClaimPhaseReleased, fleetv1alpha1.ClaimPhaseCompleted,
-		fleetv1alpha1.ClaimPhaseExpired, fleetv1alpha1.ClaimPhaseRevoked:
-		return true
-	}
-	return false
 }
 
 // countingTransport counts the controller's Gitea requests by HTTP method and the time
@@ -653,13 +645,13 @@ func measureBare(b *testing.B, cb *claimBench, n int) (all, leases, publishes []
 			b.Fatalf("creating lease %s: %v", lease.Name, err)
 		}
 		t1 := time.Now()
-		rec := giteaclaim.Record{
+		rec := claim.Record{
 			ClaimID: claimID, Worker: "bench-bare", Identity: "bot-bench-bare", Role: string(claim.RoleAuthor),
-			Repository: cb.repo, Kind: giteaclaim.KindIssue, Number: num, Generation: lease.ResourceVersion,
-			Pin: "sha256:" + strings.Repeat("0", 64), State: giteaclaim.StateActive,
+			Repository: cb.repo, Kind: claim.KindIssue, Number: num, Generation: lease.ResourceVersion,
+			Pin: "sha256:" + strings.Repeat("0", 64), State: claim.RecordStateActive,
 			ClaimedAt: t1.Truncate(time.Second), ExpiresAt: t1.Add(claimTTL).Truncate(time.Second),
 		}
-		if _, err := cb.gc.Publish(ctx, giteaclaim.Target{Repository: cb.repo, Kind: giteaclaim.KindIssue, Number: num}, rec); err != nil {
+		if _, err := cb.gc.Publish(ctx, claim.Target{Repository: cb.repo, Kind: claim.KindIssue, Number: num}, rec); err != nil {
 			b.Fatalf("publishing on #%d: %v", num, err)
 		}
 		t2 := time.Now()

@@ -2,23 +2,21 @@ package crd_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/test/support/testenv"
 )
 
+// The CRD suite checks the assembled API: every schema and CEL rule of the CRDs against a
+// real kube-apiserver, and what kubectl shows. Only the CRDs are installed (no RBAC, no
+// admission policies, no controllers): what is refused here, the API server's schema
+// refuses on its own.
 var (
-	testEnv   *envtest.Environment
+	env       *testenv.Env
 	k8sClient client.Client
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -30,24 +28,17 @@ func TestCRDValidation(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	testenv.SetLogger(GinkgoWriter)
 	ctx, cancel = context.WithCancel(context.Background())
-	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-	}
-	cfg, err := testEnv.Start()
-	Expect(err).NotTo(HaveOccurred(), "envtest needs KUBEBUILDER_ASSETS: run `make test`")
-	s := runtime.NewScheme()
-	Expect(clientgoscheme.AddToScheme(s)).To(Succeed())
-	Expect(fleetv1alpha1.AddToScheme(s)).To(Succeed())
-	k8sClient, err = client.New(cfg, client.Options{Scheme: s})
+	var err error
+	env, err = testenv.Start()
 	Expect(err).NotTo(HaveOccurred())
+	k8sClient = env.Client
 })
 
 var _ = AfterSuite(func() {
-	cancel()
-	if testEnv != nil {
-		Expect(testEnv.Stop()).To(Succeed())
+	if cancel != nil {
+		cancel()
 	}
+	Expect(env.Stop()).To(Succeed())
 })

@@ -1,11 +1,9 @@
 package crd_test
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -14,20 +12,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/test/support/testenv"
 )
-
-var seq atomic.Int64
-
-func name(prefix string) string { return fmt.Sprintf("%s-%d", prefix, seq.Add(1)) }
 
 const sha = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 const sha2 = "sha256:fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 
 func newRegistration() *fleetv1alpha1.WorkerRegistration {
 	return &fleetv1alpha1.WorkerRegistration{
-		ObjectMeta: metav1.ObjectMeta{Name: name("worker"), Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: testenv.Uniq("worker"), Namespace: "default"},
 		Spec: fleetv1alpha1.WorkerRegistrationSpec{
 			ClientInstanceID:    "inst-0001",
 			WorkerNamespace:     "ns-a",
@@ -42,14 +38,14 @@ func newRegistration() *fleetv1alpha1.WorkerRegistration {
 
 func newPlan() *fleetv1alpha1.RetirementPlan {
 	return &fleetv1alpha1.RetirementPlan{
-		ObjectMeta: metav1.ObjectMeta{Name: name("plan"), Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: testenv.Uniq("plan"), Namespace: "default"},
 		Spec:       fleetv1alpha1.RetirementPlanSpec{Remote: "origin"},
 	}
 }
 
 func newClaim() *fleetv1alpha1.TaskClaim {
 	return &fleetv1alpha1.TaskClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name("claim"), Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: testenv.Uniq("claim"), Namespace: "default"},
 		Spec: fleetv1alpha1.TaskClaimSpec{
 			Worker: "worker-1",
 			Target: fleetv1alpha1.TaskTarget{Repository: "acme/widgets", Kind: "PullRequest", Number: 7, HeadSHA: "abcdef1"},
@@ -303,7 +299,10 @@ var _ = Describe("kubectl", func() {
 		Expect(k8sClient.Create(ctx, newRegistration())).To(Succeed())
 		Expect(k8sClient.Create(ctx, newPlan())).To(Succeed())
 		Expect(k8sClient.Create(ctx, newClaim())).To(Succeed())
-		kubectl := testEnv.ControlPlane.KubeCtl()
+		admin, err := env.Environment.AddUser(envtest.User{Name: "fleet-admin", Groups: []string{"system:masters"}}, nil)
+		Expect(err).NotTo(HaveOccurred())
+		kubectl, err := admin.Kubectl()
+		Expect(err).NotTo(HaveOccurred())
 		if _, err := os.Stat(kubectl.Path); kubectl.Path == "" || err != nil {
 			// hack/envtest.sh only builds kubectl when the machine has none.
 			kubectl.Path, err = exec.LookPath("kubectl")

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/giteatools/fleet-controller/internal/authz"
+	"github.com/giteatools/fleet-controller/internal/capability"
+	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
+	"github.com/giteatools/fleet-controller/internal/controller/taskclaim"
+	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
+	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/retirement"
+	"github.com/giteatools/fleet-controller/internal/workflowfence"
+)
+
+// config is what the reconcilers are wired with.
+type config struct {
+	// hostID is the machine id of the host this manager runs on ("" = read it from procRoot).
+	hostID string
+	// procRoot is where the host's /proc and /etc are mounted ("/" locally).
+	procRoot string
+	// giteaURL and giteaToken reach Gitea; task claims are disabled without them.
+	giteaURL, giteaToken string
+	// repository is the canonical owner/name repository of the fleet.
+	repository string
+	// claimTTL is the lifetime of an activated capability.
+	claimTTL time.Duration
+	// capabilityAddr is where the capability-check endpoint listens ("" disables it).
+	capabilityAddr string
+}
+
+// setup registers every reconciler and endpoint of the project with the manager.
+func setup(mgr ctrl.Manager, cfg config) error {
+	log := ctrl.Log.WithName("setup")
+	prober, err := liveness.NewProcProber(cfg.procRoot)
+	if err != nil {
+		// Partial facts are still usable: the prober answers unknown where a fact is missing.
+		log.Error(err, "Host facts are incomplete; affected rows will be preserved")
+	}
+	if prober == nil {
+		prober = &liveness.ProcProber{Root: cfg.procRoot}
+	}
+	if cfg.hostID != "" {
+		prober.Facts.HostID = cfg.hostID
+	}
+	clk := clock.RealClock{}
+	reviewer := authz.Reviewer{Client: mgr.GetClient()}
+	fence := workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clk}
+
+	if err := (&workerregistration.Reconciler{
+		Client:   mgr.GetClient(),
+		Prober:   prober,
+		Clock:    clk,
+		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("workerregistration controller: %w", err)
+	}
+	if err := (&retirementplan.Reconciler{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Prober:     prober,
+		Reprober:   prober,
+		Host:       retirement.Host{HostID: prober.Facts.HostID, BootID: prober.Facts.BootID},
+		Repository: cfg.repository,
+		Approvers:  reviewer,
+		Fence:      fence,
+		Clock:      clk,
+		Recorder:   mgr.GetEventRecorder("retirementplan-controller"),
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("retirementplan controller: %w", err)
+	}
+	if cfg.capabilityAddr != "" {
+		if err := mgr.Add(&capability.Server{Addr: cfg.capabilityAddr, Reader: mgr.GetAPIReader(), Clock: clk}); err != nil {
+			return fmt.Errorf("capability endpoint: %w", err)
+		}
+	}
+	// Without Gitea no claim can be published, so no claim could ever activate: the
+	// reconciler is not started and claims stay Pending (the log says why).
+	if cfg.giteaURL == "" || cfg.repository == "" {
+		log.Info("Task claims are disabled: --gitea-url and --repository are required")
+		return nil
+	}
+	gc, err := giteaclaim.New(cfg.giteaURL, cfg.giteaToken, giteaclaim.WithClock(clk.Now))
+	if err != nil {
+		return fmt.Errorf("gitea client: %w", err)
+	}
+	return (&taskclaim.Reconciler{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		Gitea:      gc,
+		Verdicts:   reviewer,
+		Fence:      fence,
+		Repository: cfg.repository,
+		TTL:        cfg.claimTTL,
+		Clock:      clk,
+		Recorder:   mgr.GetEventRecorder("taskclaim-controller"),
+	}).SetupWithManager(mgr)
+}

@@ -1,0 +1,135 @@
+package claim
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Step is what the reconciler does next with a claim that is not being deleted.
+type Step string
+
+const (
+	// StepNone: the claim is final; nothing is left to do but drop its finalizer.
+	StepNone Step = "none"
+	// StepGiveBack: the worker released or completed before any capability existed;
+	// the claim ends Released and the worker stays neutral.
+	StepGiveBack Step = "give_back"
+	// StepValidate: derive the role and issue a pin, or refuse.
+	StepValidate Step = "validate"
+	// StepAwaitPin: a pin was issued; wait for the worker to repeat it in spec.pin.
+	StepAwaitPin Step = "await_pin"
+	// StepClaim: re-read everything, win the lock, publish and activate, or refuse.
+	StepClaim Step = "claim"
+	// StepCheckActive: re-check an active capability against fresh state.
+	StepCheckActive Step = "check_active"
+)
+
+// ClaimView is what the next step depends on.
+type ClaimView struct {
+	// Phase is status.phase.
+	Phase string
+	// GivenBack is spec.release or spec.cycleComplete.
+	GivenBack bool
+	// Validated is true once status.validation is set.
+	Validated bool
+	// Pinned is true once spec.pin is set.
+	Pinned bool
+}
+
+// NextStep decides what a reconcile does with a claim.
+func NextStep(v ClaimView) Step {
+	switch {
+	case FinalPhase(v.Phase):
+		return StepNone
+	case v.Phase == PhaseActive:
+		return StepCheckActive
+	case v.GivenBack:
+		return StepGiveBack
+	case !v.Validated:
+		return StepValidate
+	case !v.Pinned:
+		return StepAwaitPin
+	}
+	return StepClaim
+}
+
+// PublishFailure is why publishing the authoritative record failed.
+type PublishFailure string
+
+const (
+	// PublishConflict: the guarded write lost to a concurrent write (409).
+	PublishConflict PublishFailure = "conflict"
+	// PublishForeign: the target holds another claim's record in force, or the read-back
+	// shows a record other than the one written.
+	PublishForeign PublishFailure = "foreign"
+	// PublishUnavailable: anything else (Gitea unavailable, a write that could not be
+	// verified): nothing was proven published.
+	PublishUnavailable PublishFailure = "unavailable"
+)
+
+// PublicationRefusal is the final result of a claim whose publication failed: losing the
+// guarded write, or finding another claim's record, is contention; anything else means
+// nothing was published (stale_state), since no other claim won.
+func PublicationRefusal(f PublishFailure, target Target) Result {
+	switch f {
+	case PublishConflict:
+		return ContentionLoss(PredicateContentVersionConflict, target)
+	case PublishForeign:
+		return ContentionLoss(PredicateClaimRecordNotOurs, target)
+	}
+	return PublicationFailed(target)
+}
+
+// RefusalAuditIdentity is the Gitea identity a refusal is audited under, and whether it
+// is audited on the target at all: only targets in the controller's repository, and only
+// when the refused worker has a known identity (the identity the validation bound, else
+// the registration's). Refusals elsewhere or of unknown workers leave Gitea untouched.
+func RefusalAuditIdentity(targetRepository, controllerRepository, validatedIdentity, workerIdentity string) (string, bool) {
+	if !sameRepository(targetRepository, controllerRepository) {
+		return "", false
+	}
+	identity := workerIdentity
+	if strings.TrimSpace(validatedIdentity) != "" {
+		identity = validatedIdentity
+	}
+	return identity, strings.TrimSpace(identity) != ""
+}
+
+// DefaultActiveRecheck bounds how long a change in Gitea (a block label, a new head, a
+// moved base branch) can go unnoticed while a capability is active: Gitea sends no watch
+// events, so an active claim is re-read at least this often.
+const DefaultActiveRecheck = 30 * time.Second
+
+// RecheckAfter is when an active capability expiring at expires is looked at next: at
+// its expiry, but no later than recheck (DefaultActiveRecheck when not positive) and no
+// sooner than a second from now.
+func RecheckAfter(expires, now time.Time, recheck time.Duration) time.Duration {
+	if recheck <= 0 {
+		recheck = DefaultActiveRecheck
+	}
+	return min(max(expires.Sub(now), time.Second), max(recheck, time.Second))
+}
+
+// LockName is the deterministic name of a target's lock (a coordination Lease in the
+// claim's namespace). Repository names compare case-insensitively, so they are
+// lower-cased; the head is not part of the name (one lock per issue or pull request).
+func LockName(t Target) string {
+	sum := sha256.Sum256([]byte(strings.ToLower(t.Repository) + "|" + string(t.Kind) + "|" + strconv.FormatInt(t.Number, 10)))
+	return "fleet-claim-" + hex.EncodeToString(sum[:])[:20]
+}
+
+// Readiness is how a claim's phase reads as the Ready and Stalled conditions: Ready only
+// while the claim stands as asked (active, or given back by its worker), Stalled once it
+// is final without that (refused, expired, revoked).
+func Readiness(phase string) (ready, stalled bool) {
+	switch phase {
+	case PhaseActive, PhaseReleased, PhaseCompleted:
+		return true, false
+	case PhaseRejected, PhaseExpired, PhaseRevoked:
+		return false, true
+	}
+	return false, false
+}

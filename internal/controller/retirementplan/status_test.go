@@ -1,0 +1,96 @@
+package retirementplan
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/retirement"
+)
+
+// conditionsOf returns Ready, Stalled and Approved/Applied as "True"/"False"/"" (absent).
+func conditionsOf(p *fleetv1alpha1.RetirementPlan, types ...string) []string {
+	out := make([]string, 0, len(types))
+	for _, typ := range types {
+		c := meta.FindStatusCondition(p.Status.Conditions, typ)
+		if c == nil {
+			out = append(out, "")
+			continue
+		}
+		if c.ObservedGeneration != p.Generation {
+			out = append(out, "stale-generation")
+			continue
+		}
+		out = append(out, string(c.Status))
+	}
+	return out
+}
+
+func TestSetPlanStatus(t *testing.T) {
+	plan := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+	p := retirement.Plan{Outcome: retirement.OutcomePlanned, RegistryFingerprint: "sha256:r", CandidateFingerprint: "sha256:c",
+		CandidateWorkerIdentities: []string{"a"}, CandidateCount: 1, AssessedCount: 2, PreservedCount: 1,
+		Candidates:            []retirement.Assessment{{WorkerIdentity: "a", ReasonCode: retirement.ReasonEligibleStaleOrphan}},
+		Preserved:             []retirement.Assessment{{WorkerIdentity: "b", ReasonCode: retirement.ReasonWorkerLive}},
+		PreservedReasonCounts: map[string]int{retirement.ReasonWorkerLive: 1}}
+	setPlanStatus(plan, p, time.Unix(1700000000, 0))
+	s := plan.Status
+	if s.Outcome != retirement.OutcomePlanned || !s.ReadOnly || s.MutationPerformed || s.ObservedGeneration != 3 ||
+		s.CandidateCount != 1 || s.PreservedReasonCounts[retirement.ReasonWorkerLive] != 1 || len(s.Candidates) != 1 {
+		t.Fatalf("plan status = %+v", s)
+	}
+	if got := conditionsOf(plan, fleetv1alpha1.ReadyCondition, fleetv1alpha1.StalledCondition, fleetv1alpha1.ApprovedCondition); got[0] != "True" || got[1] != "" || got[2] != "False" {
+		t.Fatalf("Ready, Stalled, Approved = %v, want True, absent, False", got)
+	}
+}
+
+func TestSetApproval(t *testing.T) {
+	tests := []struct {
+		name                    string
+		v                       retirement.ApprovalVerdict
+		ready, stalled, approve string
+	}{
+		{"approved: still ready from its plan", retirement.JudgeApproval("", true, ""), "True", "", "True"},
+		{"mismatch: final", retirement.JudgeApproval("tokens differ", true, ""), "False", "True", "False"},
+		{"approver not yet authorized: waits", retirement.JudgeApproval("", false, "no verb"), "False", "", "False"},
+	}
+	for _, tt := range tests {
+		plan := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
+		setPlanStatus(plan, retirement.Plan{Outcome: retirement.OutcomePlanned}, time.Unix(1700000000, 0))
+		setApproval(plan, tt.v)
+		got := conditionsOf(plan, fleetv1alpha1.ReadyCondition, fleetv1alpha1.StalledCondition, fleetv1alpha1.ApprovedCondition)
+		if got[0] != tt.ready || got[1] != tt.stalled || got[2] != tt.approve {
+			t.Errorf("%s: Ready, Stalled, Approved = %v, want %s, %q, %s", tt.name, got, tt.ready, tt.stalled, tt.approve)
+		}
+	}
+}
+
+func TestSetApplyStatus(t *testing.T) {
+	tests := []struct {
+		name                    string
+		rep                     retirement.ApplyReport
+		ready, stalled, applied string
+		success                 bool
+	}{
+		{"clean", retirement.ApplyReport{Outcome: retirement.OutcomeApplied, RetiredCount: 1, Retired: []string{"a"}, MutationPerformed: true}, "True", "", "True", true},
+		{"partial", retirement.ApplyReport{Outcome: retirement.OutcomeApplied, RetiredCount: 1, Interrupted: true}, "False", "True", "False", true},
+		{"registry moved", retirement.ApplyReport{Outcome: retirement.OutcomeRegistryRevisionMoved}, "False", "True", "False", true},
+		{"transaction failed", retirement.ApplyReport{Outcome: retirement.OutcomeTransactionFailed}, "False", "True", "False", false},
+		{"already retired", retirement.ApplyReport{Outcome: retirement.OutcomeAlreadyRetired}, "True", "", "False", true},
+	}
+	for _, tt := range tests {
+		plan := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Generation: 4}}
+		setApplyStatus(plan, tt.rep, retirement.JudgeApply(tt.rep), nil, metav1.Now())
+		got := conditionsOf(plan, fleetv1alpha1.ReadyCondition, fleetv1alpha1.StalledCondition, fleetv1alpha1.AppliedCondition)
+		if got[0] != tt.ready || got[1] != tt.stalled || got[2] != tt.applied {
+			t.Errorf("%s: Ready, Stalled, Applied = %v, want %s, %q, %s", tt.name, got, tt.ready, tt.stalled, tt.applied)
+		}
+		s := plan.Status
+		if s.Outcome != tt.rep.Outcome || s.Success == nil || *s.Success != tt.success || s.ReadOnly || s.RetiredCount != int32(tt.rep.RetiredCount) || s.AppliedAt == nil {
+			t.Errorf("%s: status = %+v", tt.name, s)
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package taskclaim_test
+
+import (
+	"context"
+	"fmt"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/apiconv"
+	"github.com/giteatools/fleet-controller/internal/authz"
+	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/internal/controller/taskclaim"
+	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+	"github.com/giteatools/fleet-controller/internal/workflowfence"
+)
+
+// hookedGitea is the real Gitea client with hooks around publication, so a test can act at
+// the exact moment between winning the lock and publishing (or just after publishing).
+type hookedGitea struct {
+	taskclaim.Gitea
+	beforePublish func()
+	afterPublish  func(giteaclaim.Published, error) (giteaclaim.Published, error)
+}
+
+func (h *hookedGitea) Publish(ctx context.Context, t claim.Target, rec claim.Record) (giteaclaim.Published, error) {
+	if h.beforePublish != nil {
+		h.beforePublish()
+	}
+	p, err := h.Gitea.Publish(ctx, t, rec)
+	if h.afterPublish != nil {
+		return h.afterPublish(p, err)
+	}
+	return p, err
+}
+
+// directReconciler is a TaskClaim reconciler driven by hand for claims in nsDirect (the
+// manager does not see that namespace).
+func directReconciler(g taskclaim.Gitea, c client.Client, clk clock.PassiveClock) *taskclaim.Reconciler {
+	return &taskclaim.Reconciler{
+		Client: c, APIReader: k8s, Gitea: g, Verdicts: authz.Reviewer{Client: k8s},
+		Fence:      workflowfence.Fence{Client: c, Reader: k8s, Clock: clock.RealClock{}},
+		Repository: repo, TTL: claimTTL, ActiveRecheck: activeRecheck, Clock: clk, Recorder: recorder,
+	}
+}
+
+func reconcileOnce(r *taskclaim.Reconciler, tc *fleetv1alpha1.TaskClaim) (ctrl.Result, error) {
+	return r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(tc)})
+}
+
+// validateDirect creates w's claim on t in nsDirect, validates it by hand and presents the pin.
+func validateDirect(r *taskclaim.Reconciler, w *worker, t fleetv1alpha1.TaskTarget) *fleetv1alpha1.TaskClaim {
+	GinkgoHelper()
+	tc := w.claim(t)
+	_, err := reconcileOnce(r, tc)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(fetch(tc).Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseValidated), describe(fetch(tc)))
+	w.pin(tc)
+	return tc
+}
+
+var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, func() {
+	var w *worker
+	BeforeAll(func() { w = newWorker(nsDirect) })
+
+	expectReservationOnly := func(tc *fleetv1alpha1.TaskClaim, t fleetv1alpha1.TaskTarget) {
+		GinkgoHelper()
+		Expect(holderOf(lease(nsDirect, t))).To(Equal(string(tc.UID)), "the claim holds the lock now")
+		Expect(fetch(tc).Status.Capability).To(BeNil())
+		Expect(authorize(nsDirect, w.name, t, claim.OpPushBranch).Reason).To(Equal(claim.ReasonNoCapability),
+			"a lock alone is only a reservation")
+	}
+	expectUnwound := func(tc *fleetv1alpha1.TaskClaim, t fleetv1alpha1.TaskTarget, want refusal) {
+		GinkgoHelper()
+		got := fetch(tc)
+		Expect(got.Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseRejected), describe(got))
+		checkRefusal(got, want)
+		l := lease(nsDirect, t)
+		Expect(l).NotTo(BeNil(), "the lock was taken")
+		Expect(holderOf(l)).To(BeEmpty(), "and released again")
+		if rec := readRecord(t); rec != nil && rec.ClaimID == string(tc.UID) {
+			Expect(rec.State).NotTo(Equal(claim.RecordStateActive), "no record of the refused claim stays in force")
+		}
+		Expect(eventsOf(transitionsOf(got))).NotTo(ContainElement("activated"))
+		expectNeutral(w, t)
+	}
+
+	It("refuses activation when publication fails while only the lock is held", func() {
+		t := issueTarget(newIssue("publication refused"))
+		var tc *fleetv1alpha1.TaskClaim
+		hooked := false
+		h := &hookedGitea{Gitea: gc, beforePublish: func() {
+			expectReservationOnly(tc, t)
+			// Someone takes the issue in Gitea between the lock and the publication.
+			Expect(srv.Assign(ctx, repo, t.Number, human.login)).To(Succeed())
+			hooked = true
+		}}
+		r := directReconciler(h, k8s, clock.RealClock{})
+		tc = validateDirect(r, w, t)
+		_, err := reconcileOnce(r, tc)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(hooked).To(BeTrue())
+		expectUnwound(tc, t, refusal{"contention", "foreign_claimed", "claim_record_not_ours"})
+		Expect(readRecord(t)).To(BeNil(), "nothing was published")
+		Expect(eventsOf(transitionsOf(tc))).To(Equal([]string{"rejected"}))
+	})
+
+	It("leaves no record in force when the publication could not be verified", func() {
+		t := issueTarget(newIssue("publication unverified"))
+		h := &hookedGitea{Gitea: gc, afterPublish: func(p giteaclaim.Published, err error) (giteaclaim.Published, error) {
+			Expect(err).NotTo(HaveOccurred(), "the real write succeeds")
+			// The answer is lost on the way back: the write may or may not have landed.
+			return giteaclaim.Published{}, fmt.Errorf("simulated lost answer: %w", giteaclaim.ErrUnverified)
+		}}
+		r := directReconciler(h, k8s, clock.RealClock{})
+		tc := validateDirect(r, w, t)
+		_, err := reconcileOnce(r, tc)
+		Expect(err).NotTo(HaveOccurred())
+		expectUnwound(tc, t, refusal{"stale_state", "stale", "claim_not_published"})
+		rec := readRecord(t)
+		Expect(rec).NotTo(BeNil())
+		Expect(rec.ClaimID).To(Equal(string(tc.UID)))
+		Expect(rec.State).To(Equal(claim.RecordStateRevoked), "the landed record is ended, not left in force for an hour")
+	})
+
+	It("refuses activation when the read-back does not show the claim in force", func() {
+		t := issueTarget(newIssue("record withdrawn before read-back"))
+		var tc *fleetv1alpha1.TaskClaim
+		h := &hookedGitea{Gitea: gc, afterPublish: func(p giteaclaim.Published, err error) (giteaclaim.Published, error) {
+			Expect(err).NotTo(HaveOccurred())
+			expectReservationOnly(tc, t)
+			_, cerr := gc.Clear(ctx, apiconv.Target(t), string(tc.UID), claim.RecordStateRevoked)
+			Expect(cerr).NotTo(HaveOccurred())
+			return p, err
+		}}
+		r := directReconciler(h, k8s, clock.RealClock{})
+		tc = validateDirect(r, w, t)
+		_, err := reconcileOnce(r, tc)
+		Expect(err).NotTo(HaveOccurred())
+		expectUnwound(tc, t, refusal{"stale_state", "stale", "claim_record_inactive"})
+	})
+
+	It("cleans up the lock and the record when the worker releases while the claim is being activated", func() {
+		t := issueTarget(newIssue("released during activation"))
+		fired := false
+		ic := interceptor.NewClient(k8s, interceptor.Funcs{
+			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+				if cur, ok := obj.(*fleetv1alpha1.TaskClaim); ok && cur.Status.Phase == fleetv1alpha1.ClaimPhaseActive && !fired {
+					fired = true
+					// The worker gives the task back at this very moment: the status write loses.
+					Expect(updateSpec(w.c, cur, func(x *fleetv1alpha1.TaskClaim) { x.Spec.Release = true })).To(Succeed())
+				}
+				return c.SubResource(sub).Update(ctx, obj, opts...)
+			},
+		})
+		r := directReconciler(gc, ic, clock.RealClock{})
+		tc := validateDirect(r, w, t)
+		_, err := reconcileOnce(r, tc)
+		Expect(err).To(HaveOccurred(), "the activation's status write conflicts with the release")
+		Expect(fired).To(BeTrue())
+		Expect(readRecord(t).State).To(Equal(claim.RecordStateActive), "the record had been published")
+		Expect(fetch(tc).Status.Capability).To(BeNil(), "but no capability became visible")
+
+		_, err = reconcileOnce(r, tc)
+		Expect(err).NotTo(HaveOccurred())
+		got := fetch(tc)
+		Expect(got.Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseReleased))
+		Expect(got.Status.Capability).To(BeNil())
+		expectReadiness(got, "True", "", fleetv1alpha1.ClaimPhaseReleased)
+		Expect(readRecord(t).State).To(Equal(claim.RecordStateReleased), "the published record is ended")
+		Expect(holderOf(lease(nsDirect, t))).To(BeEmpty(), "the lock is freed")
+		Expect(lease(nsDirect, t).OwnerReferences).To(BeEmpty(), "and owned by nobody")
+		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "released"}))
+		expectNeutral(w, t)
+	})
+})

@@ -1,0 +1,211 @@
+package taskclaim_test
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/claim"
+)
+
+// contentionPredicates are the ways a racer can lose: the winner's record or lock seen on
+// re-read, or the winner's compare-and-swap seen at the write.
+var contentionPredicates = []string{
+	"claim_record_foreign", "lease_held_foreign", "claim_generation_advanced",
+	"lease_cas_conflict", "content_version_conflict", "claim_cas_conflict", "claim_record_not_ours", "lease_not_held",
+}
+
+// round is one contention round: several workers validated on one issue, then pinning at
+// the same instant.
+type round struct {
+	racers []*worker
+	target fleetv1alpha1.TaskTarget
+	claims []*fleetv1alpha1.TaskClaim
+	winner *fleetv1alpha1.TaskClaim
+	losers []*fleetv1alpha1.TaskClaim
+}
+
+var _ = Describe("Contention", Ordered, func() {
+	const roundsOfTwo, roundsOfFour = 25, 25
+	var (
+		workers      []*worker
+		twos, fours  []*round
+		predicates   = map[string]int{}
+		winsByWorker = map[string]int{}
+		allLosers    []*fleetv1alpha1.TaskClaim
+	)
+
+	BeforeAll(func() {
+		t0 := time.Now()
+		for range 4 {
+			workers = append(workers, newWorker(nsMain))
+		}
+		pairs := [][2]int{{0, 1}, {2, 3}, {0, 2}, {1, 3}, {0, 3}, {1, 2}}
+		By("creating one fresh issue per round and every racer's claim up front")
+		for i := range roundsOfTwo + roundsOfFour {
+			r := &round{target: issueTarget(newIssue(fmt.Sprintf("contention round %d", i)))}
+			if i < roundsOfTwo {
+				p := pairs[i%len(pairs)]
+				r.racers = []*worker{workers[p[0]], workers[p[1]]}
+				twos = append(twos, r)
+			} else {
+				r.racers = workers
+				fours = append(fours, r)
+			}
+			for _, w := range r.racers {
+				r.claims = append(r.claims, w.claim(r.target))
+			}
+		}
+		By("waiting until every racer holds a pin issued while the lock is free")
+		for _, r := range append(append([]*round{}, twos...), fours...) {
+			for _, tc := range r.claims {
+				v := waitPhase(tc, fleetv1alpha1.ClaimPhaseValidated).Status.Validation
+				Expect(v.ClaimGeneration).To(BeEmpty())
+			}
+			Expect(lease(nsMain, r.target)).To(BeNil())
+		}
+		timing("contention setup (4 workers, 50 issues, 150 validations)", time.Since(t0))
+	})
+
+	// race pins every racer's claim at the same instant and checks the outcome: exactly one
+	// Active claim, every other one a typed, final contention refusal naming only the
+	// requested issue; the Gitea record and the lock belong to the winner.
+	race := func(i int, r *round) {
+		GinkgoHelper()
+		pins := make([]string, len(r.claims))
+		for j, tc := range r.claims {
+			pins[j] = fetch(tc).Status.Validation.Pin
+		}
+		start := make(chan struct{})
+		errs := make([]error, len(r.claims))
+		var wg sync.WaitGroup
+		for j, tc := range r.claims {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				errs[j] = updateSpec(r.racers[j].c, tc, func(c *fleetv1alpha1.TaskClaim) { c.Spec.Pin = pins[j] })
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for j, err := range errs {
+			Expect(err).NotTo(HaveOccurred(), "round %d: racer %d could not present its pin", i, j)
+		}
+
+		final := make([]*fleetv1alpha1.TaskClaim, len(r.claims))
+		Eventually(func(g Gomega) {
+			for j, tc := range r.claims {
+				cur := &fleetv1alpha1.TaskClaim{}
+				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tc), cur)).To(Succeed())
+				g.Expect(cur.Status.Phase).To(BeElementOf(fleetv1alpha1.ClaimPhaseActive, fleetv1alpha1.ClaimPhaseRejected),
+					"round %d racer %d", i, j)
+				final[j] = cur
+			}
+		}).Should(Succeed())
+
+		for j, cur := range final {
+			if cur.Status.Phase == fleetv1alpha1.ClaimPhaseActive {
+				Expect(r.winner).To(BeNil(), "round %d: two winners (%s and %s)", i, names(r.winner), cur.Name)
+				r.winner = cur
+				winsByWorker[r.racers[j].name]++
+				continue
+			}
+			res := cur.Status.Result
+			Expect(res.Class).To(Equal("contention"), "round %d racer %d: %s", i, j, describe(cur))
+			Expect(contentionPredicates).To(ContainElement(res.FailedPredicate))
+			checkRefusal(cur, refusal{"contention", "foreign_claimed", res.FailedPredicate})
+			Expect(res.ContentionIsNormal).To(BeTrue())
+			Expect(res.ReassessFromFreshState).To(BeTrue())
+			Expect(res.RetryPermitted).To(BeFalse())
+			predicates[res.FailedPredicate]++
+			r.losers = append(r.losers, cur)
+		}
+		Expect(r.winner).NotTo(BeNil(), "round %d: no winner", i)
+		Expect(r.losers).To(HaveLen(len(r.claims) - 1))
+
+		rec := readRecord(r.target)
+		Expect(rec).NotTo(BeNil())
+		Expect(rec.ClaimID).To(Equal(string(r.winner.UID)), "round %d: the Gitea record is the winner's", i)
+		Expect(rec.State).To(Equal(claim.RecordStateActive))
+		Expect(holderOf(lease(nsMain, r.target))).To(Equal(string(r.winner.UID)), "round %d: the lock is the winner's", i)
+
+		// Give the task back so the next round starts from a quiet controller.
+		Expect(updateSpec(k8s, r.winner, func(c *fleetv1alpha1.TaskClaim) { c.Spec.Release = true })).To(Succeed())
+		allLosers = append(allLosers, r.losers...)
+	}
+
+	It("gives two workers selecting one issue exactly one winner, 25 times", func() {
+		t0 := time.Now()
+		for i, r := range twos {
+			race(i, r)
+		}
+		timing(fmt.Sprintf("contention %d two-worker rounds", len(twos)), time.Since(t0))
+	})
+
+	It("gives four workers selecting one issue exactly one winner, 25 times", func() {
+		t0 := time.Now()
+		for i, r := range fours {
+			race(len(twos)+i, r)
+		}
+		timing(fmt.Sprintf("contention %d four-worker rounds", len(fours)), time.Since(t0))
+	})
+
+	It("never retries a lost claim and audits each loss exactly once", func() {
+		rvs := map[string]string{}
+		for _, tc := range allLosers {
+			rvs[tc.Name] = tc.ResourceVersion
+		}
+		Consistently(func(g Gomega) {
+			for _, tc := range allLosers {
+				cur := &fleetv1alpha1.TaskClaim{}
+				g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tc), cur)).To(Succeed())
+				g.Expect(cur.Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseRejected))
+				g.Expect(cur.ResourceVersion).To(Equal(rvs[tc.Name]), "claim %s was written again", tc.Name)
+			}
+		}, 3*time.Second, 500*time.Millisecond).Should(Succeed())
+
+		for _, r := range append(append([]*round{}, twos...), fours...) {
+			waitPhase(r.winner, fleetv1alpha1.ClaimPhaseReleased)
+			for _, tc := range r.losers {
+				Expect(rejectedReasons(tc)).To(HaveLen(1), "claim %s", tc.Name)
+			}
+			Expect(eventsOf(transitionsOf(r.winner))).To(Equal([]string{"claimed", "activated", "released"}))
+		}
+
+		two, four := 0, 0
+		for _, r := range twos {
+			two += len(r.losers)
+		}
+		for _, r := range fours {
+			four += len(r.losers)
+		}
+		var ps []string
+		for p, n := range predicates {
+			ps = append(ps, fmt.Sprintf("%s=%d", p, n))
+		}
+		sort.Strings(ps)
+		var ws []string
+		for w, n := range winsByWorker {
+			ws = append(ws, fmt.Sprintf("%s=%d", w, n))
+		}
+		sort.Strings(ws)
+		evidence("contention: %d two-worker rounds (%d winners, %d losers), %d four-worker rounds (%d winners, %d losers)",
+			len(twos), len(twos), two, len(fours), len(fours), four)
+		evidence("contention: loser predicates %s; wins by worker %s", strings.Join(ps, " "), strings.Join(ws, " "))
+	})
+})
+
+func names(tc *fleetv1alpha1.TaskClaim) string {
+	if tc == nil {
+		return "<none>"
+	}
+	return tc.Name
+}

@@ -1,0 +1,206 @@
+// Package taskclaim holds the TaskClaim reconciler: it turns a worker's choice of task
+// into one authoritative claim, or a typed refusal.
+//
+// Every decision is internal/claim's: the next step, the validation, the claim decision,
+// the activation, the end of an active capability and how it is recorded. The files here
+// hold I/O and ordering only: gather.go reads the world fresh, acquire.go is the claim's
+// write sequence (workflow fence, lock, finalizer, publication, read-back, activation),
+// end.go ends or refuses a claim, status.go records the answers.
+package taskclaim
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/apiconv"
+	"github.com/giteatools/fleet-controller/internal/claim"
+)
+
+// Finalizer keeps a claim that may hold a Gitea record or a lock until they are released.
+const Finalizer = "fleet.giteatools.dev/release-claim"
+
+// Fence is the workflow fence a claim moves before it takes its lock, so a retirement
+// apply running meanwhile stops before its next write.
+type Fence interface {
+	Bump(ctx context.Context, namespace string) error
+}
+
+// Reconciler turns a worker's choice of task into one authoritative claim.
+type Reconciler struct {
+	client.Client
+	// APIReader reads straight from the API server: a claim decision never trusts a cache.
+	APIReader client.Reader
+	// Gitea publishes and reads the authoritative claim record.
+	Gitea Gitea
+	// Verdicts resolves the worker's capability verdict.
+	Verdicts VerdictChecker
+	// Fence is the workflow fence.
+	Fence Fence
+	// Repository is the only repository claims may target.
+	Repository string
+	// TTL is the lifetime of an activated capability.
+	TTL time.Duration
+	// ActiveRecheck is how often an active capability is re-checked against Gitea
+	// (claim.DefaultActiveRecheck when zero).
+	ActiveRecheck time.Duration
+	Clock         clock.PassiveClock
+	Recorder      events.EventRecorder
+
+	rules rulePublication
+}
+
+// rulePublication publishes the versioned rule set once per process; a failed attempt is
+// retried by the next reconcile.
+type rulePublication struct {
+	mu        sync.Mutex
+	published bool
+}
+
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims,verbs=get;list;watch;update;patch;claim-for-any
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims/finalizers,verbs=update
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
+
+// Reconcile validates, claims, or checks an active capability, as claim.NextStep says.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	tc := &fleetv1alpha1.TaskClaim{}
+	if err := r.APIReader.Get(ctx, req.NamespacedName, tc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	step := claim.NextStep(claim.ClaimView{Phase: tc.Status.Phase, GivenBack: tc.Spec.Release || tc.Spec.CycleComplete,
+		Validated: tc.Status.Validation != nil, Pinned: tc.Spec.Pin != ""})
+	if step == claim.StepNone {
+		// final: a refused or ended claim is never retried; only its finalizer may remain.
+		return ctrl.Result{}, r.dropFinalizer(ctx, tc)
+	}
+	if tc.DeletionTimestamp != nil {
+		// Deleting a claim gives the task back: the record and the lock are released
+		// before the object may go.
+		if !controllerutil.ContainsFinalizer(tc, Finalizer) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease, nil)
+	}
+	if err := r.publishRules(ctx); err != nil {
+		return ctrl.Result{}, err
+	}
+	switch step {
+	case claim.StepCheckActive:
+		return r.checkActive(ctx, tc)
+	case claim.StepGiveBack:
+		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease, nil)
+	case claim.StepValidate:
+		if err := r.validate(ctx, tc); err != nil {
+			return ctrl.Result{}, err
+		}
+		// A pin that arrived with the claim itself would otherwise wait forever: writing
+		// status raises no event (only spec changes do), so decide it right away.
+		if tc.Spec.Pin != "" && tc.Status.Phase == claim.PhaseValidated {
+			return ctrl.Result{RequeueAfter: time.Millisecond}, nil
+		}
+		return ctrl.Result{}, nil
+	case claim.StepClaim:
+		return r.claim(ctx, tc)
+	}
+	return ctrl.Result{}, nil // StepAwaitPin: the worker repeats the pin in spec
+}
+
+// publishRules publishes the versioned rule set to the repository once per process.
+func (r *Reconciler) publishRules(ctx context.Context) error {
+	r.rules.mu.Lock()
+	defer r.rules.mu.Unlock()
+	if r.rules.published {
+		return nil
+	}
+	data, _ := claim.RuleSet()
+	if _, err := r.Gitea.PublishFile(ctx, r.Repository, claim.RuleSetPath, data, "Publish task-claim rule set "+claim.RuleSetDigest()); err != nil {
+		return fmt.Errorf("publishing the claim rule set: %w", err)
+	}
+	r.rules.published = true
+	return nil
+}
+
+// validate derives the role and pins the state, or refuses.
+func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
+	w, err := r.gather(ctx, tc)
+	if err != nil {
+		return err
+	}
+	now := r.Clock.Now()
+	v, res := claim.Validate(claim.ValidateInput{
+		Worker: w.worker, ClaimID: string(tc.UID), Requested: apiconv.Target(tc.Spec.Target), State: w.state,
+		ControllerRepository: r.Repository, CapabilityVerdict: w.verdict, Now: now,
+	})
+	if res.Refused() {
+		return r.reject(ctx, tc, res, w.worker)
+	}
+	markValidated(tc, v, res, now)
+	if err := r.writeStatus(ctx, tc); err != nil {
+		return err
+	}
+	claimResults.WithLabelValues(string(res.Outcome), "").Inc()
+	return nil
+}
+
+// checkActive ends an active capability as soon as any trigger fires.
+func (r *Reconciler) checkActive(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ctrl.Result, error) {
+	capability := apiconv.Capability(tc)
+	w, err := r.gather(ctx, tc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	now := r.Clock.Now()
+	trigger, ends := claim.CheckActive(*capability, now, w.state, w.worker, tc.Spec.Release, tc.Spec.CycleComplete)
+	if !ends {
+		return ctrl.Result{RequeueAfter: claim.RecheckAfter(capability.ExpiresAt, now, r.ActiveRecheck)}, nil
+	}
+	return ctrl.Result{}, r.end(ctx, tc, trigger, w.lease)
+}
+
+// writeStatus writes status guarded by the resourceVersion read at the start.
+func (r *Reconciler) writeStatus(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
+	tc.Status.ObservedGeneration = tc.Generation
+	if err := r.Status().Update(ctx, tc); err != nil {
+		return fmt.Errorf("writing claim status: %w", err)
+	}
+	return nil
+}
+
+// SetupWithManager watches claims (spec changes) and their workers' registrations
+// (retirement or lost liveness is ownership loss).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&fleetv1alpha1.TaskClaim{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&fleetv1alpha1.WorkerRegistration{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfWorker)).
+		Named("taskclaim").
+		Complete(r)
+}
+
+// claimsOfWorker maps a registration to its worker's active claims.
+func (r *Reconciler) claimsOfWorker(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &fleetv1alpha1.TaskClaimList{}
+	if err := r.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		tc := &list.Items[i]
+		if tc.Spec.Worker == o.GetName() && tc.Status.Phase == claim.PhaseActive {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tc)})
+		}
+	}
+	return out
+}

@@ -1,0 +1,99 @@
+package taskclaim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/apiconv"
+	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+)
+
+// Gitea is the part of the Gitea claim-record client the reconciler uses. It speaks the
+// claim package's types.
+type Gitea interface {
+	ReadTarget(ctx context.Context, t claim.Target) (claim.TargetState, error)
+	Publish(ctx context.Context, t claim.Target, rec claim.Record) (giteaclaim.Published, error)
+	Read(ctx context.Context, t claim.Target) (*claim.Record, int64, error)
+	Clear(ctx context.Context, t claim.Target, claimID string, final claim.RecordState) (giteaclaim.Published, error)
+	RecordTransition(ctx context.Context, t claim.Target, tr giteaclaim.Transition) (giteaclaim.Transition, error)
+	PublishFile(ctx context.Context, repo, path string, content []byte, message string) (giteaclaim.FileCommit, error)
+}
+
+var _ Gitea = (*giteaclaim.Client)(nil)
+
+// VerdictChecker answers whether a worker may act as a worker at all (the capability
+// verdict a validation pins): by default a SubjectAccessReview of the worker's
+// ServiceAccount for creating TaskClaims (internal/authz).
+type VerdictChecker interface {
+	Verdict(ctx context.Context, namespace, worker string) (string, error)
+}
+
+// world is everything one claim decision reads, gathered fresh in one place.
+type world struct {
+	worker  claim.Worker
+	state   claim.TargetState
+	lease   *coordinationv1.Lease
+	verdict string
+}
+
+// gather reads the worker, the target in Gitea and the per-target lock, all fresh.
+func (r *Reconciler) gather(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (world, error) {
+	w := world{worker: claim.Worker{Name: tc.Spec.Worker}}
+	wr := &fleetv1alpha1.WorkerRegistration{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: tc.Spec.Worker}, wr)
+	switch {
+	case apierrors.IsNotFound(err):
+		// An unregistered worker: decided by the rules (authority), not an error.
+	case err != nil:
+		return w, fmt.Errorf("reading worker registration %s: %w", tc.Spec.Worker, err)
+	default:
+		w.worker = apiconv.Worker(wr)
+	}
+
+	target := apiconv.Target(tc.Spec.Target)
+	w.state, err = r.Gitea.ReadTarget(ctx, target)
+	switch {
+	case giteaclaim.Unreadable(err):
+		// The state read does not describe the requested target, or its claim record cannot
+		// be read: the rules refuse it as stale, and an active capability on it ends
+		// (ownership can no longer be shown). Retrying would keep such a capability alive.
+		w.state = claim.TargetState{}
+	case err != nil:
+		return w, fmt.Errorf("reading %s from Gitea: %w", target, err)
+	}
+
+	lease := &coordinationv1.Lease{}
+	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: claim.LockName(target)}, lease)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return w, fmt.Errorf("reading claim lock: %w", err)
+	default:
+		w.lease = lease
+		w.state.LeaseGeneration, w.state.LeaseHolder, w.state.LeaseExpiresAt = lockState(lease)
+	}
+
+	if w.verdict, err = r.Verdicts.Verdict(ctx, tc.Namespace, tc.Spec.Worker); err != nil {
+		return w, fmt.Errorf("resolving the worker's capability verdict: %w", err)
+	}
+	return w, nil
+}
+
+// lockState is what a lock Lease says: its generation, its holder ("" when free), and
+// when the holder's hold lapses (zero when unknown, which counts as holding).
+func lockState(l *coordinationv1.Lease) (generation, holder string, expires time.Time) {
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil && holder != "" {
+		expires = l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+	}
+	return l.ResourceVersion, holder, expires
+}

@@ -1,0 +1,28 @@
+package taskclaim
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	claimResults = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleet_task_claim_results_total",
+		Help: "TaskClaim decisions, by outcome and failure class (empty for successes).",
+	}, []string{"outcome", "class"})
+
+	claimTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleet_task_claim_transitions_total",
+		Help: "TaskClaim lifecycle transitions (claimed, activated, released, completed, expired, revoked), by trigger.",
+	}, []string{"event", "trigger"})
+
+	claimLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "fleet_task_claim_decision_seconds",
+		Help:    "Time from the pin appearing in spec to the claim's final decision.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+	})
+)
+
+func init() {
+	metrics.Registry.MustRegister(claimResults, claimTransitions, claimLatency)
+}

@@ -1,0 +1,21 @@
+package workerregistration
+
+import (
+	"fmt"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/controller/conditions"
+	"github.com/giteatools/fleet-controller/internal/fleet"
+)
+
+// setOwnership records the ownership state the controller computed, and the probe answer
+// it rests on, in wr's status.
+func setOwnership(wr *fleetv1alpha1.WorkerRegistration, state string, pid fleet.PIDState) {
+	wr.Status.Phase = fleet.EffectivePhase(wr.Status.Phase)
+	wr.Status.OwnershipState = state
+	wr.Status.ObservedGeneration = wr.Generation
+	conditions.SetReadiness(&wr.Status.Conditions, wr.Generation, conditions.Readiness{
+		Ready: true, Reason: fleetv1alpha1.ReasonReconciled,
+		Message: fmt.Sprintf("Ownership is %s (process probe: %s)", state, pid),
+	})
+}

@@ -1,0 +1,34 @@
+package giteaclaim
+
+import (
+	"errors"
+
+	"github.com/giteatools/fleet-controller/internal/claim"
+)
+
+// Unreadable reports whether a ReadTarget error means the target as asked cannot be
+// described: it does not exist, it is of the other kind, or its claim record is
+// malformed. Such a target is refused as stale rather than retried.
+func Unreadable(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrKindMismatch) || errors.Is(err, ErrMalformedRecord)
+}
+
+// PublishFailureOf classifies a Publish error for the claim decision: a lost guarded
+// write, another claim's record, or anything else (nothing proven published).
+func PublishFailureOf(err error) claim.PublishFailure {
+	switch {
+	case errors.Is(err, ErrConflict):
+		return claim.PublishConflict
+	case errors.Is(err, ErrForeignClaim), errors.Is(err, ErrNotInForce):
+		return claim.PublishForeign
+	}
+	return claim.PublishUnavailable
+}
+
+// NothingToEnd reports whether a Read or Clear error while ending a claim means there is
+// no record of this claim left to end: another claim's record, an ended one, an
+// unreadable block, or a target that no longer exists. Ending must not hang on those, or
+// a revoked capability would stay in status forever.
+func NothingToEnd(err error) bool {
+	return errors.Is(err, ErrNotInForce) || Unreadable(err)
+}

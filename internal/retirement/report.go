@@ -1,0 +1,154 @@
+package retirement
+
+import "fmt"
+
+// Size limits of what a plan lists. Counts are always complete.
+const (
+	// MaxListedAssessments bounds the candidates and preserved entries a plan lists with
+	// their evidence, so the plan object stays well under etcd's size limit.
+	MaxListedAssessments = 500
+	// MaxApprovableCandidates is the most identities one approval can name (the API's
+	// limit on spec.approval.workerIdentities).
+	MaxApprovableCandidates = 2000
+)
+
+// Condition reasons of a RetirementPlan. The API re-exports them.
+const (
+	// ConditionPlanned: a dry-run plan is in status.
+	ConditionPlanned = "Planned"
+	// ConditionAwaitingApproval: spec.approval is unset.
+	ConditionAwaitingApproval = "AwaitingApproval"
+	// ConditionApprovalMatches: the approval repeats the plan exactly and the approver
+	// holds the approve verb.
+	ConditionApprovalMatches = "ApprovalMatchesPlan"
+	// ConditionApprovalMismatch: a token or the identity list differs from the plan.
+	ConditionApprovalMismatch = "ApprovalMismatch"
+	// ConditionApproverNotAuthorized: the approver lacks the approve verb.
+	ConditionApproverNotAuthorized = "ApproverNotAuthorized"
+	// ConditionApplySucceeded: every requested row was retired or preserved, with no
+	// interruption.
+	ConditionApplySucceeded = "ApplySucceeded"
+	// ConditionNothingToApply: every requested row was already retired, or nothing was
+	// requested; nothing needed writing.
+	ConditionNothingToApply = "NothingToApply"
+	// ConditionApplyPartial: the apply stopped part-way; see status.applyPreserved.
+	ConditionApplyPartial = "ApplyPartial"
+	// ConditionApplyRefused: the apply wrote nothing because the registry or the
+	// candidate set moved since the plan.
+	ConditionApplyRefused = "ApplyRefused"
+	// ConditionApplyFailed: transaction_failed; nothing was retired.
+	ConditionApplyFailed = "ApplyFailed"
+)
+
+// CanonicalRepository is the repository binding a plan is made for: the one the plan
+// already recorded, else the one its spec names, else the controller's default. A plan
+// never changes its binding between plan and apply.
+func CanonicalRepository(recorded, requested, controllerDefault string) string {
+	for _, r := range []string{recorded, requested} {
+		if r != "" {
+			return r
+		}
+	}
+	return controllerDefault
+}
+
+// PlanListing is what a plan's status lists: the bounded assessments, the identities an
+// approval can name, and the message for people.
+type PlanListing struct {
+	// Candidates and Preserved are the first MaxListedAssessments assessments of each.
+	Candidates, Preserved []Assessment
+	// ApprovableIdentities are the candidate identities an approval can name (the first
+	// MaxApprovableCandidates, sorted).
+	ApprovableIdentities []string
+	// Message explains the plan.
+	Message string
+}
+
+// ListPlan bounds a plan for its status.
+func ListPlan(p Plan) PlanListing {
+	l := PlanListing{
+		Candidates:           p.Candidates[:min(len(p.Candidates), MaxListedAssessments)],
+		Preserved:            p.Preserved[:min(len(p.Preserved), MaxListedAssessments)],
+		ApprovableIdentities: p.CandidateWorkerIdentities,
+		Message: fmt.Sprintf("Dry run: %d of %d registrations are eligible; approve by copying the tokens and identities into spec.approval",
+			p.CandidateCount, p.AssessedCount),
+	}
+	if len(p.Candidates) > MaxListedAssessments || len(p.Preserved) > MaxListedAssessments {
+		l.Message += fmt.Sprintf(" (evidence listed for the first %d candidates and preserved rows; counts are complete)", MaxListedAssessments)
+	}
+	if len(p.CandidateWorkerIdentities) > MaxApprovableCandidates {
+		l.ApprovableIdentities = p.CandidateWorkerIdentities[:MaxApprovableCandidates]
+		l.Message = fmt.Sprintf("Dry run: %d registrations are eligible, more than the %d one approval can name; "+
+			"candidateWorkerIdentities lists the first %d, which is what an approval of this plan retires",
+			p.CandidateCount, MaxApprovableCandidates, MaxApprovableCandidates)
+	}
+	return l
+}
+
+// ApprovalVerdict is how a plan reads once an approval is present.
+type ApprovalVerdict struct {
+	// Approved gates apply.
+	Approved bool
+	// Final is true when the approval can never match: spec.approval is set once, so a
+	// mismatch stays a mismatch.
+	Final bool
+	// Reason is one of the Condition* approval reasons.
+	Reason string
+	// Message explains the verdict.
+	Message string
+}
+
+// JudgeApproval combines the approval mismatch (ApprovalMismatch, "" when it matches)
+// with the authorizer's answer about the approver.
+func JudgeApproval(mismatch string, approverAllowed bool, approverWhy string) ApprovalVerdict {
+	switch {
+	case mismatch != "":
+		return ApprovalVerdict{Final: true, Reason: ConditionApprovalMismatch, Message: mismatch}
+	case !approverAllowed:
+		return ApprovalVerdict{Reason: ConditionApproverNotAuthorized, Message: approverWhy}
+	}
+	return ApprovalVerdict{Approved: true, Reason: ConditionApprovalMatches,
+		Message: "The approval matches the plan and the approver holds the approve verb"}
+}
+
+// ApplyVerdict is how an apply report reads in status.
+type ApplyVerdict struct {
+	// Succeeded is true when the apply reached its end without interruption or refusal;
+	// it is what Ready and Applied report.
+	Succeeded bool
+	// Applied is the Applied condition: true only for a clean applied run.
+	Applied bool
+	// Success is status.success: false only for transaction_failed.
+	Success bool
+	// Complete is status.applyComplete: set only for the applied outcome.
+	Complete *bool
+	// Reason is one of the Condition* apply reasons.
+	Reason string
+	// Message explains the report.
+	Message string
+}
+
+// JudgeApply reads an apply report. Only a clean applied run, or a replay that had
+// nothing to write, succeeds; a partial run, a refusal and a failure are final failures.
+func JudgeApply(rep ApplyReport) ApplyVerdict {
+	complete := func(b bool) *bool { return &b }
+	v := ApplyVerdict{Success: rep.Outcome != OutcomeTransactionFailed}
+	switch {
+	case rep.Outcome == OutcomeTransactionFailed:
+		v.Reason, v.Message = ConditionApplyFailed, "Nothing was retired: "+rep.Detail
+	case rep.Outcome == OutcomeApplied && rep.Interrupted:
+		v.Reason, v.Complete = ConditionApplyPartial, complete(false)
+		v.Message = fmt.Sprintf("Partial apply: %d row(s) retired before the apply stopped (%s); see applyPreserved for the rest", rep.RetiredCount, rep.Detail)
+	case rep.Outcome == OutcomeApplied:
+		v.Succeeded, v.Reason, v.Complete = true, ConditionApplySucceeded, complete(true)
+		v.Message = fmt.Sprintf("Applied: %d row(s) retired, %d requested row(s) preserved", rep.RetiredCount, len(rep.Preserved))
+	case rep.Outcome == OutcomeAlreadyRetired || rep.Outcome == OutcomeNothingRequested:
+		v.Succeeded, v.Reason = true, ConditionNothingToApply
+		v.Message = fmt.Sprintf("Nothing was written (%s): %s", rep.Outcome, rep.Detail)
+	default:
+		v.Reason = ConditionApplyRefused
+		v.Message = fmt.Sprintf("Nothing was written (%s): %s", rep.Outcome, rep.Detail)
+	}
+	v.Applied = v.Reason == ConditionApplySucceeded
+	return v
+}
