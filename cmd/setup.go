@@ -49,7 +49,7 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		prober.Facts.HostID = cfg.hostID
 	}
 	clk := clock.RealClock{}
-	reviewer := authz.Reviewer{Client: mgr.GetClient()}
+	reviewer := authz.Reviewer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	fence := workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clk}
 
 	if err := (&workerregistration.Reconciler{
@@ -65,7 +65,7 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		APIReader:  mgr.GetAPIReader(),
 		Prober:     prober,
 		Reprober:   prober,
-		Host:       retirement.Host{HostID: prober.Facts.HostID, BootID: prober.Facts.BootID},
+		Host:       retirement.Host{HostID: prober.Facts.HostID, BootID: prober.Facts.BootID, BootTime: prober.Facts.BootTime},
 		Repository: cfg.repository,
 		Approvers:  reviewer,
 		Fence:      fence,

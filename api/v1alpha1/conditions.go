@@ -50,6 +50,16 @@ const (
 	// ReasonApproverNotAuthorized is used when the approver lacks the approve verb; the
 	// plan is looked at again, since an operator may bind the approver role later.
 	ReasonApproverNotAuthorized = retirement.ConditionApproverNotAuthorized
+	// ReasonApprovalPolicyMissing is used when the admission policy that guards approvals
+	// (or its binding) is absent, or was not in place unchanged since before the plan was
+	// created (Approved=False, final).
+	ReasonApprovalPolicyMissing = retirement.ConditionApprovalPolicyMissing
+	// ReasonApprovalPolicyAltered is used when that policy or its binding differs from the
+	// shipped one (Approved=False, final).
+	ReasonApprovalPolicyAltered = retirement.ConditionApprovalPolicyAltered
+	// ReasonApproverIsWorker is used when the approver is a worker's ServiceAccount
+	// (Approved=False, final).
+	ReasonApproverIsWorker = retirement.ConditionApproverIsWorker
 	// ReasonApplySucceeded is used when the apply ran to its end (Ready=True, Applied=True).
 	ReasonApplySucceeded = retirement.ConditionApplySucceeded
 	// ReasonNothingToApply is used when every requested row was already retired, or no

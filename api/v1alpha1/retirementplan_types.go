@@ -18,13 +18,45 @@ const (
 	OutcomeTransactionFailed     = retirement.OutcomeTransactionFailed
 )
 
+// Approval bindings (spec.approval.binding), defined in internal/retirement.
+const (
+	ApprovalBindingRegistry     = retirement.BindingRegistry
+	ApprovalBindingCandidateSet = retirement.BindingCandidateSet
+)
+
 // RetirementApproval is the reviewer's approval of one exact plan, committed to Git and
 // applied by the GitOps tool. It must repeat the plan's tokens and identities exactly.
+// +kubebuilder:validation:XValidation:rule="has(self.registryFingerprint) || (has(self.binding) && self.binding == 'CandidateSet')",message="spec.approval.registryFingerprint is required when binding is Registry (the default): copy status.registryFingerprint, or set binding: CandidateSet to bind the candidate set alone"
+// +kubebuilder:validation:XValidation:rule="!has(self.registryFingerprint) || !has(self.binding) || self.binding != 'CandidateSet'",message="spec.approval.registryFingerprint must be absent when binding is CandidateSet: that approval binds the candidate set alone (candidateFingerprint and workerIdentities)"
 type RetirementApproval struct {
+	// binding says what the approval binds, and so what must not have changed between
+	// the plan and the apply.
+	//
+	// Registry (the default) binds the whole registry of the namespace:
+	// registryFingerprint is required, and the apply goes ahead only if no registration
+	// in the namespace changed since the plan; otherwise it ends registry_revision_moved
+	// and writes nothing. Any heartbeat of any worker counts, so in a namespace with live
+	// workers only a prompt approval can pass.
+	//
+	// CandidateSet binds the candidate set alone: candidateFingerprint and
+	// workerIdentities; registryFingerprint must be absent. At apply the controller plans
+	// afresh and applies that fresh plan at once: it ends candidate_set_moved, writing
+	// nothing, unless the fresh candidates are exactly the approved ones with every
+	// fingerprinted field unchanged (a heartbeat, a phase, a pid, a session of any
+	// approved row counts). Other rows, such as live workers renewing their heartbeats,
+	// may change. Each row is still written only if its resourceVersion is the one just
+	// read, after the workflow fence and a liveness re-probe of its process.
+	// +optional
+	// +kubebuilder:default=Registry
+	// +kubebuilder:validation:Enum=Registry;CandidateSet
+	Binding string `json:"binding,omitempty"`
+
 	// registryFingerprint is the plan's status.registryFingerprint, copied verbatim.
-	// +required
+	// Required when binding is Registry (the default); must be absent when binding is
+	// CandidateSet.
+	// +optional
 	// +kubebuilder:validation:Pattern=`^sha256:[0-9a-f]{64}$`
-	RegistryFingerprint string `json:"registryFingerprint"`
+	RegistryFingerprint string `json:"registryFingerprint,omitempty"`
 
 	// candidateFingerprint is the plan's status.candidateFingerprint, copied verbatim.
 	// +required
@@ -39,14 +71,26 @@ type RetirementApproval struct {
 	// +kubebuilder:validation:items:MaxLength=253
 	WorkerIdentities []string `json:"workerIdentities,omitempty"`
 
-	// approvedBy is the Kubernetes user that applied the approval. Admission requires it
-	// to equal the requesting user, and the controller checks with a SubjectAccessReview
-	// that this user holds the "approve" verb on retirementplans right before it retires
-	// anything.
+	// approvedBy is the Kubernetes user that applied the approval. Admission (the
+	// fleet-retirementplan-approval policy) requires it to equal the requesting user, and
+	// the controller checks with a SubjectAccessReview that this user, with
+	// approvedGroups, holds the "approve" verb on retirementplans before the first write
+	// and again during the apply. The controller honours no approval while that policy
+	// or its binding is missing or altered, and never one by a worker's ServiceAccount.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
 	ApprovedBy string `json:"approvedBy"`
+
+	// approvedGroups are the groups of the user that applied the approval, exactly as the
+	// API server authenticated them (order aside; see `kubectl auth whoami`). Admission
+	// requires them to equal the requesting user's groups, and the controller checks the
+	// approve verb for approvedBy with these groups, so a role bound to a group counts.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=512
+	ApprovedGroups []string `json:"approvedGroups,omitempty"`
 }
 
 // RetirementPlanSpec asks the controller to plan (and, once approved, apply) the

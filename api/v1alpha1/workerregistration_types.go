@@ -110,9 +110,12 @@ type WorkerRegistrationSpec struct {
 	Repository string `json:"repository,omitempty"`
 
 	// heartbeatTTLSeconds is how long a heartbeat stays valid. A heartbeat older than
-	// this makes the registration stale.
+	// this makes the registration stale. At most 2592000 (30 days): a worker that has
+	// not renewed its heartbeat for a month is not live, and the bound keeps every
+	// TTL far inside the range of a Go time.Duration.
 	// +required
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=2592000
 	HeartbeatTTLSeconds int64 `json:"heartbeatTTLSeconds"`
 
 	// process pins the registration to one process on one boot of one host.

@@ -104,7 +104,7 @@ func Approval(a *fleetv1alpha1.RetirementApproval) retirement.Approval {
 	if a == nil {
 		return retirement.Approval{}
 	}
-	return retirement.Approval{RegistryFingerprint: a.RegistryFingerprint, CandidateFingerprint: a.CandidateFingerprint, WorkerIdentities: a.WorkerIdentities}
+	return retirement.Approval{Binding: a.Binding, RegistryFingerprint: a.RegistryFingerprint, CandidateFingerprint: a.CandidateFingerprint, WorkerIdentities: a.WorkerIdentities}
 }
 
 // Snapshot stores a fleet snapshot in the API's shape.

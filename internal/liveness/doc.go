@@ -2,7 +2,8 @@
 // is the exact process that was registered still running on this host?
 //
 // A registration names a process by four facts: the host it ran on
-// (/etc/machine-id), the boot of that host (/proc/sys/kernel/random/boot_id),
+// (/etc/machine-id), the boot of that host (/proc/sys/kernel/random/boot_id,
+// whose start time is the btime line of /proc/stat),
 // its pid, and its start time (field 22 of /proc/<pid>/stat, in clock ticks
 // since boot). A bare pid is not an identity, because pid numbers are recycled;
 // host, boot and start time together pin one incarnation.
@@ -22,6 +23,7 @@
 //	/proc/<pid>/stat unparsable                     -> Unknown
 //	pid free (ENOENT):
 //	    host boot unverified or target boot empty   -> Unknown
+//	    process visibility not proven (hidepid)     -> Unknown
 //	    otherwise (same or earlier boot)            -> Gone
 //	pid occupied (any state, zombies included):
 //	    boots known and different                   -> Reused
@@ -40,6 +42,23 @@
 //     from the same tree on every probe is what shows that this tree is a real,
 //     mounted procfs of the expected boot rather than an empty directory, in
 //     which every pid would look free.
+//   - A free pid is Gone only when <Root>/proc is proven to show every
+//     process. On a procfs mounted with hidepid=1/2 (noaccess, invisible,
+//     ptraceable) or subset=pid, or when the agent lacks the permission to
+//     read foreign processes, another user's live process looks exactly
+//     like a free pid (ENOENT). Before answering Gone the prober therefore
+//     reads <Root>/proc/self/mountinfo, finds the procfs mounted at
+//     <Root>/proc and refuses any hidepid other than 0/off and any subset=,
+//     and it checks a sentinel: <Root>/proc/1/stat must be readable (pid 1
+//     exists in every pid namespace and normally belongs to another user;
+//     hidepid=2 makes it ENOENT, hidepid=1 or missing permission EACCES).
+//     Anything it cannot read or recognise is Unknown with a detail that
+//     says why. Occupied pids are unaffected: seeing a process proves it.
+//   - Gone for a target of an earlier boot says only that the number is free
+//     now. Whether that boot's process is gone is decided by the caller
+//     (internal/retirement): with a machine id cloned onto two machines the
+//     "earlier boot" may be another machine, so it is Gone there only when
+//     the registration's last heartbeat predates this boot (HostFacts.BootTime).
 //   - An occupied pid on a known, different boot is Reused: the registered
 //     process cannot have survived the reboot, so whatever holds the number is
 //     another incarnation. That is still a block for callers, never Gone.

@@ -36,7 +36,40 @@ func newFakeRoot(t *testing.T, hostID, bootID string) *fakeRoot {
 	if bootID != "" {
 		f.write(bootIDPath, bootID+"\n")
 	}
+	// By default the tree is a procfs that hides nothing: mounted without
+	// hidepid, with pid 1 visible.
+	f.mountProc("rw,nosuid,nodev,noexec,relatime", "rw")
+	f.process(sentinelPID, "init", 'S', 1)
 	return f
+}
+
+// mountProc writes <root>/proc/self/mountinfo listing a few unrelated mounts
+// and a procfs at <root>/proc with the given per-mount and superblock
+// options.
+func (f *fakeRoot) mountProc(mountOpts, superOpts string) {
+	f.t.Helper()
+	f.mkdir("proc")
+	dir, err := resolvedProcDir(f.root)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.write(mountInfoPath, mountInfo(dir, mountOpts, superOpts))
+}
+
+// mountInfo renders a mountinfo with a procfs at dir.
+func mountInfo(dir, mountOpts, superOpts string) string {
+	return "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n" +
+		"23 22 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n" +
+		"24 22 0:5 / /dev rw,nosuid master:2 - devtmpfs udev rw,size=4096k\n" +
+		fmt.Sprintf("57 22 0:52 / %s %s shared:30 - proc proc %s\n", dir, mountOpts, superOpts)
+}
+
+// remove deletes <root>/<rel> and everything below it.
+func (f *fakeRoot) remove(rel string) {
+	f.t.Helper()
+	if err := os.RemoveAll(filepath.Join(f.root, rel)); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 func (f *fakeRoot) write(rel, content string) {

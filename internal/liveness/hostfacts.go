@@ -6,13 +6,16 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Paths of the host identity files, relative to a prober root.
 const (
 	machineIDPath = "etc/machine-id"
 	bootIDPath    = "proc/sys/kernel/random/boot_id"
+	procStatPath  = "proc/stat"
 )
 
 // uninitializedMachineID is what systemd leaves in /etc/machine-id before the
@@ -31,11 +34,16 @@ type HostFacts struct {
 	HostID string
 	// BootID is the content of /proc/sys/kernel/random/boot_id, trimmed.
 	BootID string
+	// BootTime is when the current boot began: the btime line of
+	// /proc/stat (whole seconds since the epoch, UTC). Zero when unknown.
+	BootTime time.Time
 }
 
 // ReadHostFacts reads <root>/etc/machine-id and
 // <root>/proc/sys/kernel/random/boot_id, trimming surrounding whitespace.
 // An empty root means "/".
+//
+// The boot time comes from the btime line of <root>/proc/stat.
 //
 // Each field is read independently and the returned HostFacts always holds
 // exactly what could be read:
@@ -57,8 +65,10 @@ func ReadHostFacts(root string) (HostFacts, error) {
 	}
 	bootID, bootMissing, bootErr := readIDFile(root, bootIDPath)
 	facts.BootID = bootID
+	bootTime, bootTimeErr := readBootTime(root)
+	facts.BootTime = bootTime
 
-	errs := []error{hostErr, bootErr}
+	errs := []error{hostErr, bootErr, bootTimeErr}
 	if hostMissing && bootMissing {
 		errs = append(errs, fmt.Errorf("under root %q: %w", rootOrSlash(root), ErrNoHostFacts))
 	}
@@ -92,6 +102,33 @@ func readBootID(root string) (string, error) {
 		return "", fmt.Errorf("liveness: %s is empty", filepath.Join(rootOrSlash(root), bootIDPath))
 	}
 	return id, nil
+}
+
+// readBootTime returns the btime of <root>/proc/stat. A missing file, or one
+// without a btime line, yields the zero time and no error; a btime that is
+// not a positive decimal number of seconds is an error.
+func readBootTime(root string) (time.Time, error) {
+	path := filepath.Join(rootOrSlash(root), procStatPath)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("liveness: read %s: %w", path, err)
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		rest, ok := strings.CutPrefix(line, "btime ")
+		if !ok {
+			continue
+		}
+		raw := strings.TrimSpace(rest)
+		secs, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil || secs <= 0 || !allDigits(raw) {
+			return time.Time{}, fmt.Errorf("liveness: %s: btime %q is not a positive number of seconds", path, raw)
+		}
+		return time.Unix(secs, 0).UTC(), nil
+	}
+	return time.Time{}, nil
 }
 
 func rootOrSlash(root string) string {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"testing"
+	"time"
 )
 
 func TestReadHostFacts(t *testing.T) {
@@ -65,6 +66,40 @@ func TestReadHostFacts(t *testing.T) {
 			wantErr: true,
 		},
 		{
+			name: "boot time from proc/stat",
+			setup: func(f *fakeRoot) {
+				f.write(bootIDPath, testBoot+"\n")
+				f.write(procStatPath, "cpu  1 2 3 4\nintr 5\nctxt 6\nbtime 1796107504\nprocesses 7\n")
+			},
+			want: HostFacts{BootID: testBoot, BootTime: time.Unix(1796107504, 0).UTC()},
+		},
+		{
+			name: "proc/stat without btime",
+			setup: func(f *fakeRoot) {
+				f.write(bootIDPath, testBoot+"\n")
+				f.write(procStatPath, "cpu  1 2 3 4\n")
+			},
+			want: HostFacts{BootID: testBoot},
+		},
+		{
+			name: "btime malformed",
+			setup: func(f *fakeRoot) {
+				f.write(bootIDPath, testBoot+"\n")
+				f.write(procStatPath, "btime -5\n")
+			},
+			want:    HostFacts{BootID: testBoot},
+			wantErr: true,
+		},
+		{
+			name: "btime zero",
+			setup: func(f *fakeRoot) {
+				f.write(bootIDPath, testBoot+"\n")
+				f.write(procStatPath, "btime 0\n")
+			},
+			want:    HostFacts{BootID: testBoot},
+			wantErr: true,
+		},
+		{
 			name: "boot_id unreadable keeps host id",
 			setup: func(f *fakeRoot) {
 				f.write(machineIDPath, testHost+"\n")
@@ -106,6 +141,9 @@ func TestReadHostFactsRealRoot(t *testing.T) {
 	}
 	if facts.BootID == "" || facts.BootID+"\n" != string(want) {
 		t.Fatalf("BootID = %q, want %q", facts.BootID, want)
+	}
+	if facts.BootTime.IsZero() || facts.BootTime.After(time.Now()) {
+		t.Fatalf("BootTime = %v, want a past instant", facts.BootTime)
 	}
 }
 

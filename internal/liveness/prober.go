@@ -16,16 +16,18 @@ const (
 	Alive State = "alive"
 	// Gone means no process holds the pid on the target's host, and the
 	// prober could verify that it was looking at that host's live process
-	// table. It is the only answer on which callers may act.
+	// table and that the table hides no process. It is the only answer on
+	// which callers may act (and, for a target of an earlier boot, only
+	// together with the boot-time rule of internal/retirement).
 	Gone State = "gone"
 	// Reused means the pid number is held by a different incarnation: its
 	// start time differs from the expected one, or the registered process
 	// belonged to an earlier boot.
 	Reused State = "reused"
 	// Unknown means the prober cannot decide: wrong or unknown host, unknown
-	// or unverified boot, unreadable or unparsable stat, or an occupied pid
-	// whose expected start time was never recorded. It is never a synonym
-	// for Gone.
+	// or unverified boot, unreadable or unparsable stat, a free-looking pid
+	// in a /proc that may hide processes, or an occupied pid whose expected
+	// start time was never recorded. It is never a synonym for Gone.
 	Unknown State = "unknown"
 )
 
@@ -136,13 +138,21 @@ func (p *ProcProber) verifiedBoot() (bootID, note string) {
 	return live, ""
 }
 
-// free decides for a pid number that no process holds.
+// free decides for a pid number that no process appears to hold. It is
+// Gone only when the boot is verified and <Root>/proc is proven to show
+// every process (see procVisibility).
 func (p *ProcProber) free(t Target, hostBoot, bootNote string) Result {
 	switch {
 	case hostBoot == "":
 		return unknown(nil, "pid %d not found, but %s", t.PID, bootNote)
 	case t.BootID == "":
 		return unknown(nil, "pid %d not found, but target boot id is not recorded", t.PID)
+	}
+	// A pid missing from a tree that may hide processes proves nothing.
+	if why := procVisibility(p.Root); why != "" {
+		return unknown(nil, "pid %d not found, but process visibility is not proven: %s", t.PID, why)
+	}
+	switch {
 	case t.BootID != hostBoot:
 		return Result{State: Gone, Detail: fmt.Sprintf(
 			"pid %d not found; target boot %s ended (current boot %s)", t.PID, t.BootID, hostBoot)}

@@ -25,14 +25,65 @@ import (
 	"github.com/giteatools/fleet-controller/internal/fleet"
 )
 
+// Approval bindings: what an approval binds, and so what must not have moved between
+// the plan and the apply.
+const (
+	// BindingRegistry (the seed's strict binding, the default) binds the whole registry:
+	// the approval carries the registry fingerprint, and any change to any row of the
+	// namespace since the plan (a live worker's heartbeat included) ends the apply with
+	// registry_revision_moved.
+	BindingRegistry = "Registry"
+	// BindingCandidateSet binds the candidate set alone: the candidate fingerprint and
+	// the exact identities. At apply the plan is computed afresh and must have exactly
+	// the approved candidates, each unchanged in every fingerprint field (otherwise
+	// candidate_set_moved); rows outside the candidate set may have moved. The approval
+	// carries no registry fingerprint.
+	BindingCandidateSet = "CandidateSet"
+)
+
+// Bindings lists the approval bindings, the default first.
+func Bindings() []string { return []string{BindingRegistry, BindingCandidateSet} }
+
 // Approval is what a reviewer copied from a plan into spec.approval.
 type Approval struct {
-	// RegistryFingerprint must equal the fresh plan's registry fingerprint.
+	// Binding is BindingRegistry or BindingCandidateSet; empty means BindingRegistry.
+	Binding string
+	// RegistryFingerprint must equal the fresh plan's registry fingerprint under
+	// BindingRegistry, and must be empty under BindingCandidateSet.
 	RegistryFingerprint string
 	// CandidateFingerprint must equal the fresh plan's candidate fingerprint.
 	CandidateFingerprint string
 	// WorkerIdentities are the identities to retire.
 	WorkerIdentities []string
+}
+
+// EffectiveBinding is the approval's binding with the default applied: BindingRegistry
+// when empty. Any other value is returned as is (and refused by ApprovalMismatch and
+// DecideApply).
+func (a Approval) EffectiveBinding() string {
+	if a.Binding == "" {
+		return BindingRegistry
+	}
+	return a.Binding
+}
+
+// bindingProblem says why an approval's binding and registry fingerprint do not fit
+// together ("" when they do). The API schema refuses the same combinations; this keeps
+// the decisions safe without it.
+func bindingProblem(a Approval) string {
+	switch a.EffectiveBinding() {
+	case BindingRegistry:
+		if a.RegistryFingerprint == "" {
+			return "the approval binds the registry (binding Registry) but carries no registryFingerprint"
+		}
+	case BindingCandidateSet:
+		if a.RegistryFingerprint != "" {
+			return "the approval binds the candidate set (binding CandidateSet) and must not carry a registryFingerprint"
+		}
+	default:
+		return fmt.Sprintf("the approval's binding %q is neither %s nor %s", a.Binding, BindingRegistry, BindingCandidateSet)
+	}
+	return ""
 }
 
 // ApplyDecision is the pure verdict taken after the authoritative re-read and
@@ -60,12 +111,25 @@ type ApplyDecision struct {
 // with freshly listed task claims) and decides whether apply may proceed.
 //
 // Stops, checked in this order:
+//   - transaction_failed: the binding is unknown, or does not fit the
+//     registry fingerprint (see Approval.Binding); nothing is decided on it;
 //   - nothing_requested: the approval names no identity;
 //   - already_retired: every requested identity is a row that is already
 //     Retired (an idempotent replay after a successful apply, whose
 //     fingerprints have necessarily moved);
-//   - registry_revision_moved: the registry fingerprint differs;
-//   - candidate_set_moved: the candidate fingerprint differs.
+//   - registry_revision_moved (BindingRegistry only): the registry
+//     fingerprint differs;
+//   - candidate_set_moved: the candidate fingerprint differs; under
+//     BindingCandidateSet also when a requested identity is not a candidate
+//     of the fresh plan (the approved set must be exactly what is retired).
+//
+// Under BindingCandidateSet the registry is not compared: the fresh plan is
+// the one applied at once, and the candidate fingerprint covers every
+// fingerprint field of every candidate row, so any change to an approved row
+// still stops the apply while changes to other rows (a live worker's
+// heartbeat) do not. The compare-and-swap against the registry is then the
+// one between this fresh read and the writes: each row's update is guarded by
+// the resourceVersion read here.
 //
 // Otherwise every requested identity is revalidated against the fresh plan:
 // candidates are returned in Retire (sorted by identity), the others are
@@ -75,6 +139,11 @@ type ApplyDecision struct {
 func DecideApply(req Approval, fresh Plan, freshRows []Row) ApplyDecision {
 	ids := NormalizeIdentities(req.WorkerIdentities)
 	d := ApplyDecision{RequestedIdentities: ids}
+	if why := bindingProblem(req); why != "" {
+		d.Outcome, d.Detail = OutcomeTransactionFailed, why+"; nothing was applied"
+		return d
+	}
+	binding := req.EffectiveBinding()
 	if len(ids) == 0 {
 		d.Outcome, d.Detail = OutcomeNothingRequested, "the approval names no worker identity"
 		return d
@@ -107,7 +176,7 @@ func DecideApply(req Approval, fresh Plan, freshRows []Row) ApplyDecision {
 		return d
 	}
 
-	if req.RegistryFingerprint != fresh.RegistryFingerprint {
+	if binding == BindingRegistry && req.RegistryFingerprint != fresh.RegistryFingerprint {
 		d.Outcome = OutcomeRegistryRevisionMoved
 		d.Detail = fmt.Sprintf("registry fingerprint is now %s, approval carries %s", fresh.RegistryFingerprint, req.RegistryFingerprint)
 		return d
@@ -121,6 +190,20 @@ func DecideApply(req Approval, fresh Plan, freshRows []Row) ApplyDecision {
 	candidates := make(map[string]struct{}, len(fresh.Candidates))
 	for _, a := range fresh.Candidates {
 		candidates[a.WorkerIdentity] = struct{}{}
+	}
+	if binding == BindingCandidateSet {
+		var missing []string
+		for _, id := range ids {
+			if _, ok := candidates[id]; !ok || len(byName[id]) != 1 {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) > 0 {
+			d.Outcome = OutcomeCandidateSetMoved
+			d.Detail = fmt.Sprintf("the approval binds the candidate set, but the plan computed at apply time does not have %s as candidate(s)",
+				strings.Join(quoteAll(missing), ", "))
+			return d
+		}
 	}
 	preserved := make(map[string]Assessment, len(fresh.Preserved))
 	for _, a := range fresh.Preserved {
@@ -194,14 +277,19 @@ func RecheckBeforeWrite(row Row, probe *Probe, host Host) (ok bool, reason, deta
 	}
 }
 
-// ApprovalMismatch explains how an approval differs from the plan it approves: its two
+// ApprovalMismatch explains how an approval differs from the plan it approves: its
 // tokens must equal the plan's and its identities must be exactly the plan's candidates
-// (order and duplicates aside). It returns "" when the approval repeats the plan.
+// (order and duplicates aside). Under BindingRegistry (the default) both tokens count;
+// under BindingCandidateSet only the candidate fingerprint does, and the approval must
+// carry no registry fingerprint. It returns "" when the approval repeats the plan.
 // Matching is what an Approved condition needs; it is never enough to retire anything
 // (DecideApply and RecheckBeforeWrite decide that on fresh state).
 func ApprovalMismatch(req Approval, registryFingerprint, candidateFingerprint string, candidates []string) string {
+	if why := bindingProblem(req); why != "" {
+		return why
+	}
 	switch {
-	case req.RegistryFingerprint != registryFingerprint:
+	case req.EffectiveBinding() == BindingRegistry && req.RegistryFingerprint != registryFingerprint:
 		return "the approval's registryFingerprint does not equal the plan's"
 	case req.CandidateFingerprint != candidateFingerprint:
 		return "the approval's candidateFingerprint does not equal the plan's"
@@ -209,6 +297,14 @@ func ApprovalMismatch(req Approval, registryFingerprint, candidateFingerprint st
 		return "the approval's workerIdentities are not exactly the plan's candidate identities"
 	}
 	return ""
+}
+
+func quoteAll(ss []string) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = fmt.Sprintf("%q", s)
+	}
+	return out
 }
 
 // NormalizeIdentities trims, de-duplicates and sorts identities, dropping

@@ -409,9 +409,19 @@ func (rc *rowContext) noteProcess() {
 //   - gone, yet a start time was observed: the number is occupied after all,
 //     by the registered process (same start time → alive) or by another one
 //     (→ reused). Contradictory evidence always resolves towards keeping
-//     the row.
+//     the row;
+//   - gone for a row of another boot (the boot rule): the pid is free now,
+//     but a different boot id only means "not this boot of this machine".
+//     When a machine id is cloned onto a second machine, the row's boot may
+//     be the other machine's current boot and its process alive there. The
+//     free pid is gone only when the row's last heartbeat is strictly
+//     before this host's current boot began (Host.BootTime): nothing
+//     heartbeating after our boot can have been a process of an earlier
+//     boot of this machine. An unknown boot time, an unparsable heartbeat,
+//     or a heartbeat at or after the boot time is unknown.
 //
-// Unrecognised states are unknown.
+// Unrecognised states are unknown. The pid-alive and pid-reused verdicts are
+// never affected by the boot rule: an occupied pid is always a block.
 func effectivePIDState(row *Row, probe *Probe, host Host) (fleet.PIDState, string) {
 	if probe == nil {
 		return fleet.PIDUnknown, "no probe result"
@@ -438,6 +448,9 @@ func effectivePIDState(row *Row, probe *Probe, host Host) (fleet.PIDState, strin
 			}
 			return fleet.PIDReused, fmt.Sprintf("prober reported gone but the pid is held by a process started at %d", *obs)
 		}
+		if otherBootOf(row, host) {
+			return earlierBootVerdict(row, host)
+		}
 		return fleet.PIDGone, "prober reported the pid free"
 	default:
 		if probe.Detail != "" {
@@ -445,6 +458,42 @@ func effectivePIDState(row *Row, probe *Probe, host Host) (fleet.PIDState, strin
 		}
 		return fleet.PIDUnknown, "prober could not tell"
 	}
+}
+
+// otherBootOf reports whether the row and the host both name a boot and the
+// boots differ.
+func otherBootOf(row *Row, host Host) bool {
+	return !blank(row.BootID) && !blank(host.BootID) && row.BootID != host.BootID
+}
+
+// earlierBootVerdict applies the boot rule to a pid found free for a row of
+// another boot (see effectivePIDState): gone only when the row's last
+// heartbeat predates the start of this host's current boot.
+func earlierBootVerdict(row *Row, host Host) (fleet.PIDState, string) {
+	boots := fmt.Sprintf("prober reported the pid free, but the registration names boot %s, not the current boot %s", row.BootID, host.BootID)
+	if host.BootTime.IsZero() {
+		return fleet.PIDUnknown, boots + ", and this host's boot time is unknown, so a process of that boot on another machine with the same machine id cannot be ruled out"
+	}
+	hb, ok := parseHeartbeat(row.LastHeartbeatAt)
+	if !ok {
+		return fleet.PIDUnknown, boots + ", and its heartbeat cannot be read, so it cannot be shown to predate this boot"
+	}
+	bt := formatBootTime(host.BootTime)
+	if !hb.Before(host.BootTime) {
+		return fleet.PIDUnknown, boots + ", and its last heartbeat " + hb.Format(time.RFC3339Nano) + " is not before this boot began (" + bt +
+			"): its process may still run on another machine with the same machine id"
+	}
+	return fleet.PIDGone, "prober reported the pid free; boot " + row.BootID + " ended before this boot began at " + bt +
+		" (last heartbeat " + hb.Format(time.RFC3339Nano) + ")"
+}
+
+// formatBootTime renders a boot time for evidence: RFC 3339 in UTC, or ""
+// when unknown.
+func formatBootTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
 }
 
 // parseHeartbeat parses a stored heartbeat. It requires RFC 3339 with an

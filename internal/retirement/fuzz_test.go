@@ -99,6 +99,10 @@ func fuzzInput(data []byte) Input {
 		in.CanonicalRepository = src.pick("ACME/widgets", "", "bad", "a/b/c")
 	case 1:
 		in.Host = Host{HostID: src.pick("host-a", ""), BootID: src.pick("boot-1", "")}
+	case 2:
+		in.Host.BootTime = time.Time{}
+	case 3:
+		in.Host.BootTime = testNow.Add(-150 * time.Minute)
 	}
 	mutations := []func(r *Row){
 		func(r *Row) { r.Namespace = src.pick("fleet", "other") },
@@ -216,7 +220,14 @@ func FuzzPlan(f *testing.F) {
 		}
 		// A clean approval of the plan against the same rows proceeds and
 		// retires exactly the candidates.
-		d := DecideApply(Approval{p1.RegistryFingerprint, p1.CandidateFingerprint, p1.CandidateWorkerIdentities}, p1, in.Rows)
+		d := DecideApply(Approval{RegistryFingerprint: p1.RegistryFingerprint, CandidateFingerprint: p1.CandidateFingerprint,
+			WorkerIdentities: p1.CandidateWorkerIdentities}, p1, in.Rows)
+		// A CandidateSet approval of the same plan decides exactly the same.
+		cs := DecideApply(Approval{Binding: BindingCandidateSet, CandidateFingerprint: p1.CandidateFingerprint,
+			WorkerIdentities: p1.CandidateWorkerIdentities}, p1, in.Rows)
+		if !reflect.DeepEqual(cs, d) {
+			t.Fatalf("CandidateSet decision %+v differs from Registry decision %+v on an unchanged registry", cs, d)
+		}
 		if len(p1.CandidateWorkerIdentities) == 0 {
 			if d.Proceed || d.Outcome != OutcomeNothingRequested {
 				t.Fatalf("empty approval decision %+v", d)
@@ -296,6 +307,12 @@ func checkFuzzPlan(t *testing.T, in Input, p Plan) {
 		if r.Phase != fleet.Active || r.OwnershipState != fleet.Stale || !fleet.IsTrustedInstanceID(r.ClientInstanceID) ||
 			r.HostID != in.Host.HostID || r.BootID == "" || in.Host.BootID == "" || r.StartTime == nil || r.PID <= 0 {
 			t.Fatalf("candidate %q violates the conjunction: %+v", id, r)
+		}
+		if r.BootID != in.Host.BootID {
+			hb, ok := parseHeartbeat(r.LastHeartbeatAt)
+			if in.Host.BootTime.IsZero() || !ok || !hb.Before(in.Host.BootTime) {
+				t.Fatalf("candidate %q of boot %s has no heartbeat before this boot (%v): %+v", id, r.BootID, in.Host.BootTime, r)
+			}
 		}
 	}
 }

@@ -367,6 +367,10 @@ func (p *planner) evidence(rc *rowContext) map[string]string {
 	if owner {
 		size++
 	}
+	otherBoot := otherBootOf(r, h)
+	if otherBoot {
+		size++
+	}
 
 	ev := make(map[string]string, size)
 	ev[EvidenceClassification] = rc.classification
@@ -396,6 +400,9 @@ func (p *planner) evidence(rc *rowContext) map[string]string {
 	ev[EvidenceHostBootID] = h.BootID
 	if owner {
 		ev[EvidenceActiveWorkflowOwner] = "true"
+	}
+	if otherBoot {
+		ev[EvidenceHostBootTime] = formatBootTime(h.BootTime)
 	}
 	for _, e := range p.notes {
 		ev[e.key] = e.value

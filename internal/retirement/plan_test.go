@@ -27,8 +27,10 @@ import (
 )
 
 var (
-	testNow  = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	testHost = Host{HostID: "host-a", BootID: "boot-1"}
+	testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	// testHost's current boot began an hour before testNow, after the
+	// heartbeat of eligibleRow.
+	testHost = Host{HostID: "host-a", BootID: "boot-1", BootTime: testNow.Add(-time.Hour)}
 )
 
 const testRepo = "acme/widgets"

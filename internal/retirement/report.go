@@ -23,7 +23,9 @@ const (
 	ConditionApprovalMatches = "ApprovalMatchesPlan"
 	// ConditionApprovalMismatch: a token or the identity list differs from the plan.
 	ConditionApprovalMismatch = "ApprovalMismatch"
-	// ConditionApproverNotAuthorized: the approver lacks the approve verb.
+	// ConditionApproverNotAuthorized: the approver (approvedBy with approvedGroups) lacks
+	// the approve verb; it is looked at again with a growing interval. The reasons about
+	// the guarding policy and a worker as approver are in approver.go.
 	ConditionApproverNotAuthorized = "ApproverNotAuthorized"
 	// ConditionApplySucceeded: every requested row was retired or preserved, with no
 	// interruption.
@@ -96,19 +98,6 @@ type ApprovalVerdict struct {
 	Reason string
 	// Message explains the verdict.
 	Message string
-}
-
-// JudgeApproval combines the approval mismatch (ApprovalMismatch, "" when it matches)
-// with the authorizer's answer about the approver.
-func JudgeApproval(mismatch string, approverAllowed bool, approverWhy string) ApprovalVerdict {
-	switch {
-	case mismatch != "":
-		return ApprovalVerdict{Final: true, Reason: ConditionApprovalMismatch, Message: mismatch}
-	case !approverAllowed:
-		return ApprovalVerdict{Reason: ConditionApproverNotAuthorized, Message: approverWhy}
-	}
-	return ApprovalVerdict{Approved: true, Reason: ConditionApprovalMatches,
-		Message: "The approval matches the plan and the approver holds the approve verb"}
 }
 
 // ApplyVerdict is how an apply report reads in status.

@@ -68,29 +68,6 @@ func TestListPlan(t *testing.T) {
 	}
 }
 
-func TestJudgeApproval(t *testing.T) {
-	tests := []struct {
-		name     string
-		mismatch string
-		allowed  bool
-		why      string
-		want     ApprovalVerdict
-	}{
-		{"matches and authorized", "", true, "", ApprovalVerdict{Approved: true, Reason: ConditionApprovalMatches,
-			Message: "The approval matches the plan and the approver holds the approve verb"}},
-		{"mismatch is final, whatever the approver", "registryFingerprint differs", true, "", ApprovalVerdict{Final: true,
-			Reason: ConditionApprovalMismatch, Message: "registryFingerprint differs"}},
-		{"mismatch and unauthorized: the mismatch", "identities differ", false, "no verb", ApprovalVerdict{Final: true,
-			Reason: ConditionApprovalMismatch, Message: "identities differ"}},
-		{"unauthorized approver is looked at again", "", false, "no verb", ApprovalVerdict{Reason: ConditionApproverNotAuthorized, Message: "no verb"}},
-	}
-	for _, tt := range tests {
-		if got := JudgeApproval(tt.mismatch, tt.allowed, tt.why); got != tt.want {
-			t.Errorf("%s: JudgeApproval = %+v, want %+v", tt.name, got, tt.want)
-		}
-	}
-}
-
 func TestJudgeApply(t *testing.T) {
 	yes, no := true, false
 	tests := []struct {

@@ -109,6 +109,12 @@ type Host struct {
 	HostID string
 	// BootID is the boot id of the controller's host.
 	BootID string
+	// BootTime is when the controller host's current boot began (btime of
+	// /proc/stat); zero when unknown. A pid found free for a registration
+	// of another boot proves the process gone only when the registration's
+	// last heartbeat is before BootTime (see effectivePIDState), so a zero
+	// BootTime keeps every such row.
+	BootTime time.Time
 }
 
 // Row is one worker registration, flattened from the API object.
@@ -250,7 +256,7 @@ type Plan struct {
 // apply: probeDetail (the prober gave one), effectiveProbeState (the verdict
 // used differs from the prober's answer, e.g. a probe for a row of another
 // host, or a start-time mismatch), activeWorkflowOwner (the worker holds a
-// task claim). The remaining keys are attached by the check that failed and
+// task claim), hostBootTime (the row names another boot of this host). The remaining keys are attached by the check that failed and
 // describe exactly what it found wanting: phase, missingFields and
 // heartbeatTTLSeconds, lastHeartbeatAt, clientInstanceID, repository and
 // canonicalRepository, pid/rowStartTime/observedStartTime (probe verdicts),
@@ -304,6 +310,11 @@ const (
 	EvidenceRowBootID = "rowBootID"
 	// EvidenceHostBootID is the controller's boot id.
 	EvidenceHostBootID = "hostBootID"
+	// EvidenceHostBootTime is when the controller host's current boot began
+	// (RFC 3339, UTC; empty when unknown). Present only when the row's boot
+	// id is known and differs from the host's: then a free pid counts as
+	// gone only if lastHeartbeatAt is before this instant.
+	EvidenceHostBootTime = "hostBootTime"
 	// EvidenceActiveWorkflowOwner is "true" when the worker holds an active
 	// task claim (absent otherwise).
 	EvidenceActiveWorkflowOwner = "activeWorkflowOwner"

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/authz"
 	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/retirement"
@@ -266,8 +267,16 @@ func timedCalls(c client.WithWatch) (client.WithWatch, *callTimes) {
 // allowAll is an approver check that always allows: permissions are not measured here.
 type allowAll struct{}
 
-func (allowAll) CanApprove(context.Context, string, string) (bool, string, error) {
+func (allowAll) CanApprove(context.Context, authz.Subject, string) (bool, string, error) {
 	return true, "", nil
+}
+
+func (allowAll) WorkerFacts(_ context.Context, s authz.Subject, _ string) (retirement.SubjectFacts, error) {
+	return retirement.SubjectFacts{User: s.User}, nil
+}
+
+func (allowAll) ApprovalGuard(context.Context) (retirement.ApprovalGuard, error) {
+	return retirement.ApprovalGuard{PolicyFound: true, BindingFound: true}, nil
 }
 
 // BenchmarkApply times one apply Reconcile of an approved plan over 1,000 eligible rows:
@@ -287,7 +296,7 @@ func BenchmarkApply(b *testing.B) {
 			APIReader:  ic,
 			Prober:     prober,
 			Reprober:   prober,
-			Host:       retirement.Host{HostID: facts.HostID, BootID: facts.BootID},
+			Host:       retirement.Host{HostID: facts.HostID, BootID: facts.BootID, BootTime: facts.BootTime},
 			Repository: benchRepo,
 			Approvers:  allowAll{},
 			Fence:      workflowfence.Fence{Client: ic, Reader: ic, Clock: clock.RealClock{}},

@@ -214,6 +214,134 @@ var _ = Describe("RetirementPlan validation", func() {
 	})
 })
 
+var _ = Describe("RetirementPlan approval binding", func() {
+	registryBound := func() *fleetv1alpha1.RetirementApproval {
+		return &fleetv1alpha1.RetirementApproval{RegistryFingerprint: sha, CandidateFingerprint: sha2,
+			WorkerIdentities: []string{"worker-a"}, ApprovedBy: "alice"}
+	}
+	candidateBound := func() *fleetv1alpha1.RetirementApproval {
+		return &fleetv1alpha1.RetirementApproval{Binding: fleetv1alpha1.ApprovalBindingCandidateSet, CandidateFingerprint: sha2,
+			WorkerIdentities: []string{"worker-a"}, ApprovedBy: "alice"}
+	}
+	stored := func(p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementApproval {
+		GinkgoHelper()
+		out := &fleetv1alpha1.RetirementPlan{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), out)).To(Succeed())
+		return out.Spec.Approval
+	}
+
+	It("defaults the binding to Registry", func() {
+		p := newPlan()
+		p.Spec.Approval = registryBound()
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		Expect(stored(p).Binding).To(Equal("Registry"))
+	})
+
+	It("accepts exactly the two bindings", func() {
+		for _, a := range []*fleetv1alpha1.RetirementApproval{registryBound(), candidateBound()} {
+			if a.Binding == "" {
+				a.Binding = fleetv1alpha1.ApprovalBindingRegistry
+			}
+			p := newPlan()
+			p.Spec.Approval = a
+			Expect(k8sClient.Create(ctx, p)).To(Succeed(), a.Binding)
+			Expect(stored(p).Binding).To(Equal(a.Binding))
+		}
+		for _, bad := range []string{"Namespace", "registry", "candidateSet", "None"} {
+			p := newPlan()
+			p.Spec.Approval = candidateBound()
+			p.Spec.Approval.Binding = bad
+			expectInvalid(k8sClient.Create(ctx, p), "spec.approval.binding", "Unsupported value")
+		}
+	})
+
+	It("requires registryFingerprint for a Registry binding, explicit or defaulted", func() {
+		for _, binding := range []string{"", fleetv1alpha1.ApprovalBindingRegistry} {
+			p := newPlan()
+			p.Spec.Approval = registryBound()
+			p.Spec.Approval.Binding = binding
+			p.Spec.Approval.RegistryFingerprint = ""
+			expectInvalid(k8sClient.Create(ctx, p), "spec.approval.registryFingerprint is required when binding is Registry")
+		}
+	})
+
+	It("forbids registryFingerprint for a CandidateSet binding", func() {
+		p := newPlan()
+		p.Spec.Approval = candidateBound()
+		p.Spec.Approval.RegistryFingerprint = sha
+		expectInvalid(k8sClient.Create(ctx, p), "spec.approval.registryFingerprint must be absent when binding is CandidateSet")
+
+		p = newPlan()
+		p.Spec.Approval = candidateBound()
+		p.Spec.Approval.CandidateFingerprint = ""
+		expectInvalid(k8sClient.Create(ctx, p), "spec.approval.candidateFingerprint")
+	})
+
+	It("checks the binding when an approval is added to an existing plan too", func() {
+		p := newPlan()
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		rv := p.ResourceVersion
+		bad := p.DeepCopy()
+		bad.Spec.Approval = candidateBound()
+		bad.Spec.Approval.RegistryFingerprint = sha
+		expectInvalid(k8sClient.Update(ctx, bad), "must be absent when binding is CandidateSet")
+		expectUnchanged(p, rv)
+		p.Spec.Approval = candidateBound()
+		Expect(k8sClient.Update(ctx, p)).To(Succeed())
+	})
+
+	It("keeps the binding immutable like the rest of the approval", func() {
+		reg := newPlan()
+		reg.Spec.Approval = registryBound()
+		Expect(k8sClient.Create(ctx, reg)).To(Succeed())
+		rv := reg.ResourceVersion
+		toCandidateSet := reg.DeepCopy()
+		toCandidateSet.Spec.Approval.Binding = fleetv1alpha1.ApprovalBindingCandidateSet
+		toCandidateSet.Spec.Approval.RegistryFingerprint = ""
+		expectInvalid(k8sClient.Update(ctx, toCandidateSet), "spec.approval cannot be changed or removed")
+		expectUnchanged(reg, rv)
+
+		cs := newPlan()
+		cs.Spec.Approval = candidateBound()
+		Expect(k8sClient.Create(ctx, cs)).To(Succeed())
+		rv = cs.ResourceVersion
+		toRegistry := cs.DeepCopy()
+		toRegistry.Spec.Approval.Binding = fleetv1alpha1.ApprovalBindingRegistry
+		toRegistry.Spec.Approval.RegistryFingerprint = sha
+		expectInvalid(k8sClient.Update(ctx, toRegistry), "spec.approval cannot be changed or removed")
+		removed := cs.DeepCopy()
+		removed.Spec.Approval = nil
+		expectInvalid(k8sClient.Update(ctx, removed), "spec.approval cannot be changed or removed")
+		expectUnchanged(cs, rv)
+	})
+
+	It("is explained by kubectl explain", func() {
+		text := kubectlExplain("retirementplan.spec.approval.binding")
+		for _, want := range []string{"Registry", "CandidateSet", "registry_revision_moved", "candidate_set_moved",
+			"registryFingerprint is required", "registryFingerprint must be absent", "resourceVersion"} {
+			Expect(text).To(ContainSubstring(want))
+		}
+		Expect(kubectlExplain("retirementplan.spec.approval.registryFingerprint")).To(ContainSubstring("must be absent when binding is"))
+	})
+})
+
+// kubectlExplain runs kubectl explain path as a cluster administrator and returns its
+// output with every run of white space (kubectl wraps lines) folded into one space.
+func kubectlExplain(path string) string {
+	GinkgoHelper()
+	admin, err := env.Environment.AddUser(envtest.User{Name: testenv.Uniq("binding-admin"), Groups: []string{"system:masters"}}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	kubectl, err := admin.Kubectl()
+	Expect(err).NotTo(HaveOccurred())
+	if _, err := os.Stat(kubectl.Path); kubectl.Path == "" || err != nil {
+		kubectl.Path, err = exec.LookPath("kubectl")
+		Expect(err).NotTo(HaveOccurred(), "kubectl is needed: in KUBEBUILDER_ASSETS or on PATH")
+	}
+	out, errOut, err := kubectl.Run("explain", path)
+	Expect(err).NotTo(HaveOccurred(), readAll(errOut))
+	return strings.Join(strings.Fields(readAll(out)), " ")
+}
+
 var _ = Describe("TaskClaim validation", func() {
 	It("accepts a pull-request claim with a head and an issue claim without one", func() {
 		Expect(k8sClient.Create(ctx, newClaim())).To(Succeed())

@@ -33,11 +33,8 @@ func (r *Reconciler) apply(ctx context.Context, plan *fleetv1alpha1.RetirementPl
 	if !decision.Proceed {
 		return retirement.Summarize(decision, nil, nil, ""), r.snapshot(ctx, plan.Namespace)
 	}
-	if ok, why, err := r.Approvers.CanApprove(ctx, plan.Spec.Approval.ApprovedBy, plan.Namespace); err != nil || !ok {
-		if err != nil {
-			why = err.Error()
-		}
-		return failed("the approver no longer holds the approve verb, nothing was retired: " + why), r.snapshot(ctx, plan.Namespace)
+	if ok, why := r.stillApproved(ctx, plan); !ok {
+		return failed("the approval is no longer honoured, nothing was retired: " + why), r.snapshot(ctx, plan.Namespace)
 	}
 	retired, preserved, interruption := r.retireRows(ctx, plan, fresh.items, decision.Retire, fence)
 	return retirement.Summarize(decision, retired, preserved, interruption), r.snapshot(ctx, plan.Namespace)
@@ -52,10 +49,20 @@ func (r *Reconciler) retireRows(ctx context.Context, plan *fleetv1alpha1.Retirem
 	for i := range items {
 		byName[items[i].Name] = &items[i]
 	}
+	cadence := r.approverRecheck()
+	lastCheck, sinceCheck := r.Clock.Now(), 0 // apply checked the approval right before this loop
 	for i, row := range rows {
 		if r.BeforeWrite != nil {
 			r.BeforeWrite(ctx, row.Name)
 		}
+		if cadence.Due(sinceCheck, r.Clock.Since(lastCheck)) {
+			if ok, why := r.stillApproved(ctx, plan); !ok {
+				interruption = retirement.ReasonApprovalRevoked + ": the approval is no longer honoured (" + why + "); the remaining rows were left untouched"
+				return retired, append(preserved, retirement.UntouchedAssessments(rows[i:], retirement.ReasonApprovalRevoked, interruption)...), interruption
+			}
+			lastCheck, sinceCheck = r.Clock.Now(), 0
+		}
+		sinceCheck++
 		if moved, err := r.Fence.Moved(ctx, plan.Namespace, fence); moved {
 			interruption = retirement.ReasonExternalFenceMoved + ": a task claim was acquired during apply; the remaining rows were left untouched"
 			if err != nil {

@@ -10,8 +10,9 @@ package retirementplan
 import (
 	"context"
 	"fmt"
-	"time"
+	"sync"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -21,17 +22,19 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/authz"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 
-// approverRecheckInterval is how often a plan whose approver lacks the approve verb is
-// looked at again (an operator may bind the approver role later).
-const approverRecheckInterval = 30 * time.Second
-
-// ApproverChecker answers whether a user may approve RetirementPlans in a namespace.
+// ApproverChecker answers what an approval verdict needs to know about who approved:
+// whether the subject (approvedBy with approvedGroups) may approve in the namespace,
+// whether it is a worker, and whether the admission policy that guards approvals is
+// installed as shipped.
 type ApproverChecker interface {
-	CanApprove(ctx context.Context, user, namespace string) (allowed bool, reason string, err error)
+	CanApprove(ctx context.Context, s authz.Subject, namespace string) (allowed bool, reason string, err error)
+	WorkerFacts(ctx context.Context, s authz.Subject, namespace string) (retirement.SubjectFacts, error)
+	ApprovalGuard(ctx context.Context) (retirement.ApprovalGuard, error)
 }
 
 // Fence is the workflow fence: it moves whenever a task claim is acquired.
@@ -54,8 +57,17 @@ type Reconciler struct {
 	Host retirement.Host
 	// Repository is the default canonical repository binding.
 	Repository string
-	// Approvers checks the approve verb of the approver right before the first write.
+	// Approvers checks the approver and the guarding policy when the approval lands,
+	// right before the first write, and again during a long apply.
 	Approvers ApproverChecker
+	// ApproverRecheck is how often a long apply checks the approval again (zero:
+	// retirement.DefaultApproverRecheck).
+	ApproverRecheck retirement.Recheck
+	// ApproverBackoff is how an approver that is not authorized yet is looked at again
+	// (zero: retirement.DefaultApproverBackoff).
+	ApproverBackoff retirement.Backoff
+	// refusals counts, per plan UID, the consecutive ApproverNotAuthorized verdicts.
+	refusals sync.Map
 	// Fence is the workflow fence, read before the authoritative read and before each row.
 	Fence    Fence
 	Clock    clock.PassiveClock
@@ -96,10 +108,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if !verdict.Approved {
 		if verdict.Final {
+			r.refusals.Delete(plan.UID)
 			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{RequeueAfter: approverRecheckInterval}, nil
+		return ctrl.Result{RequeueAfter: r.nextApproverCheck(plan.UID)}, nil
 	}
+	r.refusals.Delete(plan.UID)
 	report, post := r.apply(ctx, plan)
 	logger.Info("Applied", "outcome", report.Outcome, "retired", report.RetiredCount, "interrupted", report.Interrupted)
 	return ctrl.Result{}, r.writeApplyStatus(ctx, plan, report, post)
@@ -126,23 +140,24 @@ func (r *Reconciler) plan(ctx context.Context, plan *fleetv1alpha1.RetirementPla
 }
 
 // checkApproval records the Approved condition: true only when the approval repeats the
-// plan exactly and the approver holds the approve verb.
+// plan exactly, the guarding admission policy vouches for it, and the approver is no
+// worker and holds the approve verb. A refusal is announced by a Warning event when it
+// is new, not on every recheck.
 func (r *Reconciler) checkApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (retirement.ApprovalVerdict, error) {
-	mismatch := approvalMismatch(plan)
-	allowed, why := false, ""
-	if mismatch == "" {
-		var err error
-		if allowed, why, err = r.Approvers.CanApprove(ctx, plan.Spec.Approval.ApprovedBy, plan.Namespace); err != nil {
-			return retirement.ApprovalVerdict{}, err
-		}
+	previous := ""
+	if c := meta.FindStatusCondition(plan.Status.Conditions, fleetv1alpha1.ApprovedCondition); c != nil {
+		previous = c.Reason
 	}
-	verdict := retirement.JudgeApproval(mismatch, allowed, why)
+	verdict, err := r.judgeApproval(ctx, plan)
+	if err != nil {
+		return retirement.ApprovalVerdict{}, err
+	}
 	setApproval(plan, verdict)
 	if err := r.Status().Update(ctx, plan); err != nil {
 		return retirement.ApprovalVerdict{}, fmt.Errorf("writing the Approved condition: %w", err)
 	}
 	approvalsTotal.WithLabelValues(verdict.Reason).Inc()
-	if !verdict.Approved {
+	if retirement.ApprovalEventDue(previous, verdict) {
 		r.Recorder.Eventf(plan, nil, "Warning", verdict.Reason, "Approve", "Not approved: %s", verdict.Message)
 	}
 	return verdict, nil

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/authz"
 	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
@@ -77,22 +78,29 @@ func expectApplied(p *fleetv1alpha1.RetirementPlan, status metav1.ConditionStatu
 	Expect([]string{string(c.Status), c.Reason}).To(Equal([]string{string(status), reason}), "Applied of plan %s", p.Name)
 }
 
-func whoAmI(c client.Client) string {
+// whoAmI is the user and the groups the API server sees for client c.
+func whoAmI(c client.Client) authz.Subject {
 	GinkgoHelper()
 	ssr := &authenticationv1.SelfSubjectReview{}
 	Expect(c.Create(ctx, ssr)).To(Succeed())
-	return ssr.Status.UserInfo.Username
+	return authz.Subject{User: ssr.Status.UserInfo.Username, Groups: ssr.Status.UserInfo.Groups}
 }
 
-// approve copies the plan's tokens and identities into spec.approval as client c.
+// approve copies the plan's tokens and identities into spec.approval as client c, in
+// c's own name and groups.
 func approve(c client.Client, p *fleetv1alpha1.RetirementPlan) error {
-	a := &fleetv1alpha1.RetirementApproval{
+	return setApproval(c, p, approvalAs(whoAmI(c), p))
+}
+
+// approvalAs is the approval of p's tokens and identities in the name of s.
+func approvalAs(s authz.Subject, p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementApproval {
+	return &fleetv1alpha1.RetirementApproval{
 		RegistryFingerprint:  p.Status.RegistryFingerprint,
 		CandidateFingerprint: p.Status.CandidateFingerprint,
 		WorkerIdentities:     p.Status.CandidateWorkerIdentities,
-		ApprovedBy:           whoAmI(c),
+		ApprovedBy:           s.User,
+		ApprovedGroups:       s.Groups,
 	}
-	return setApproval(c, p, a)
 }
 
 func setApproval(c client.Client, p *fleetv1alpha1.RetirementPlan, a *fleetv1alpha1.RetirementApproval) error {
@@ -141,9 +149,9 @@ func activeClaim(ns, worker string) {
 
 func gitops() client.Client { return impersonating(gitopsUser) }
 
-func impersonating(user string) client.Client {
+func impersonating(user string, groups ...string) client.Client {
 	GinkgoHelper()
-	c, err := env.Impersonate(user)
+	c, err := env.Impersonate(user, groups...)
 	Expect(err).NotTo(HaveOccurred())
 	return c
 }
@@ -365,7 +373,7 @@ var _ = Describe("RetirementPlan approval and apply", func() {
 			p := createPlan(ns)
 			x := &fleetv1alpha1.RetirementApproval{RegistryFingerprint: p.Status.RegistryFingerprint,
 				CandidateFingerprint: p.Status.CandidateFingerprint, WorkerIdentities: p.Status.CandidateWorkerIdentities,
-				ApprovedBy: gitopsUser}
+				ApprovedBy: gitopsUser, ApprovedGroups: []string{"system:authenticated"}}
 			mutate(x)
 			Expect(setApproval(gitops(), p, x)).To(Succeed())
 			Eventually(func(g Gomega) {
@@ -575,11 +583,12 @@ var _ = Describe("RetirementPlan permissions (impersonated users)", func() {
 		Eventually(func() error { return approve(impersonating("alice"), p) }).Should(Succeed())
 
 		// The binding is deleted after approval but before the first write: nothing is retired.
-		r.Approvers = revokeAfterFirstCheck{inner: r.Approvers, done: new(bool), revoke: func() { Expect(k8sClient.Delete(ctx, rb)).To(Succeed()) }}
+		r.Approvers = revokeAfterFirstCheck{ApproverChecker: r.Approvers, done: new(bool), revoke: func() { Expect(k8sClient.Delete(ctx, rb)).To(Succeed()) }}
 		p = reconcilePlan(r, p)
 		Expect(meta.IsStatusConditionTrue(p.Status.Conditions, "Approved")).To(BeTrue())
 		Expect(p.Status.Outcome).To(Equal("transaction_failed"))
-		Expect(p.Status.Message).To(ContainSubstring("no longer holds the approve verb"))
+		Expect(p.Status.Message).To(ContainSubstring("no longer honoured"))
+		Expect(p.Status.Message).To(ContainSubstring(fleetv1alpha1.ReasonApproverNotAuthorized))
 		expectReadiness(p, "False", "True", fleetv1alpha1.ReasonApplyFailed)
 		expectActive(a)
 
@@ -602,7 +611,7 @@ var _ = Describe("RetirementPlan permissions (impersonated users)", func() {
 		Eventually(func() error { return approve(impersonating("carol"), p) }).Should(Succeed())
 		Expect(k8sClient.Delete(ctx, rb)).To(Succeed())
 		Eventually(func(g Gomega) {
-			ok, _, err := r.Approvers.CanApprove(ctx, "carol", ns)
+			ok, _, err := r.Approvers.CanApprove(ctx, authz.Subject{User: "carol", Groups: []string{"system:authenticated"}}, ns)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(ok).To(BeFalse())
 		}).Should(Succeed())
@@ -642,13 +651,13 @@ var _ = Describe("RetirementPlan permissions (impersonated users)", func() {
 // revokeAfterFirstCheck runs revoke after the first (approval) check, so the pre-write
 // check sees the revoked permission.
 type revokeAfterFirstCheck struct {
-	inner  retirementplan.ApproverChecker
+	retirementplan.ApproverChecker
 	revoke func()
 	done   *bool
 }
 
-func (r revokeAfterFirstCheck) CanApprove(ctx context.Context, user, ns string) (bool, string, error) {
-	ok, why, err := r.inner.CanApprove(ctx, user, ns)
+func (r revokeAfterFirstCheck) CanApprove(ctx context.Context, s authz.Subject, ns string) (bool, string, error) {
+	ok, why, err := r.ApproverChecker.CanApprove(ctx, s, ns)
 	if r.done == nil || !*r.done {
 		r.revoke()
 		if r.done != nil {

@@ -47,15 +47,28 @@ func TestSetPlanStatus(t *testing.T) {
 	}
 }
 
+// judge is the verdict on an approval that passes every check, changed by change.
+func judge(change func(*retirement.ApprovalFacts)) retirement.ApprovalVerdict {
+	created := time.Unix(1700000000, 0)
+	f := retirement.ApprovalFacts{PlanCreated: created, Subject: retirement.SubjectFacts{User: "gitops"}, Authorized: true,
+		Guard: retirement.ApprovalGuard{PolicyFound: true, BindingFound: true, LastWritten: created.Add(-time.Hour)}}
+	change(&f)
+	return retirement.JudgeApproval(f)
+}
+
 func TestSetApproval(t *testing.T) {
 	tests := []struct {
 		name                    string
 		v                       retirement.ApprovalVerdict
 		ready, stalled, approve string
 	}{
-		{"approved: still ready from its plan", retirement.JudgeApproval("", true, ""), "True", "", "True"},
-		{"mismatch: final", retirement.JudgeApproval("tokens differ", true, ""), "False", "True", "False"},
-		{"approver not yet authorized: waits", retirement.JudgeApproval("", false, "no verb"), "False", "", "False"},
+		{"approved: still ready from its plan", judge(func(*retirement.ApprovalFacts) {}), "True", "", "True"},
+		{"mismatch: final", judge(func(f *retirement.ApprovalFacts) { f.Mismatch = "tokens differ" }), "False", "True", "False"},
+		{"approver not yet authorized: waits", judge(func(f *retirement.ApprovalFacts) { f.Authorized, f.AuthorizerWhy = false, "no verb" }), "False", "", "False"},
+		{"guarding policy missing: final", judge(func(f *retirement.ApprovalFacts) { f.Guard.PolicyFound = false }), "False", "True", "False"},
+		{"approver is a worker: final", judge(func(f *retirement.ApprovalFacts) {
+			f.Subject = retirement.SubjectFacts{User: "system:serviceaccount:fleet:bot", HasRegistration: true}
+		}), "False", "True", "False"},
 	}
 	for _, tt := range tests {
 		plan := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Generation: 2}}

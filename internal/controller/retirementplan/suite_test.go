@@ -68,6 +68,9 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
 	Expect(env.InstallManifests(ctx)).To(Succeed())
+	// The controller honours only approvals of plans created a little after the guarding
+	// admission policy was last written (retirement.ApprovalGuardSettle).
+	time.Sleep(retirement.ApprovalGuardSettle + time.Second)
 	// The GitOps tool's identity: bound cluster-wide to the (otherwise unbound) approver role.
 	Expect(k8sClient.Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "test-gitops-approver"},
@@ -78,7 +81,7 @@ var _ = BeforeSuite(func() {
 	facts, err := testenv.HostFacts(testHostID)
 	Expect(err).NotTo(HaveOccurred())
 	prober = &liveness.ProcProber{Facts: facts}
-	host = retirement.Host{HostID: facts.HostID, BootID: facts.BootID}
+	host = retirement.Host{HostID: facts.HostID, BootID: facts.BootID, BootTime: facts.BootTime}
 	fleet = testworker.Fleet{Client: k8sClient, Host: host, Repository: canonicalRepo}
 
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
@@ -125,7 +128,7 @@ func newPlanReconciler(c client.Client, reader client.Reader, p liveness.Prober)
 		APIReader:  reader,
 		Host:       host,
 		Repository: canonicalRepo,
-		Approvers:  authz.Reviewer{Client: c},
+		Approvers:  authz.Reviewer{Client: c, Reader: reader},
 		Fence:      workflowfence.Fence{Client: c, Reader: reader, Clock: clock.RealClock{}},
 		Clock:      clock.RealClock{},
 		Recorder:   testenv.Discard,

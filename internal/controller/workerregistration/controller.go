@@ -6,6 +6,7 @@ package workerregistration
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -42,15 +43,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	now := r.Clock.Now()
+	heartbeat := apiconv.TimePtr(wr.Status.LastHeartbeatAt)
 	pid := fleet.PIDUnknown
 	if r.Prober != nil && wr.Status.Phase != fleetv1alpha1.PhaseRetired {
-		pid = fleet.PIDState(r.Prober.Probe(ctx, apiconv.ProbeTarget(wr)).State).Normalize()
+		target := apiconv.ProbeTarget(wr)
+		pid = fleet.PIDState(r.Prober.Probe(ctx, target).State).Normalize()
+		pid = applyBootRule(pid, target.BootID, r.Prober.Host(), heartbeat)
 	}
 	state, next := fleet.Classify(fleet.ClassifyInput{
 		Now:             now,
 		Phase:           wr.Status.Phase,
-		LastHeartbeatAt: apiconv.TimePtr(wr.Status.LastHeartbeatAt),
-		HeartbeatTTL:    time.Duration(wr.Spec.HeartbeatTTLSeconds) * time.Second,
+		LastHeartbeatAt: heartbeat,
+		HeartbeatTTL:    ttlDuration(wr.Spec.HeartbeatTTLSeconds),
 		PID:             pid,
 	})
 	result := requeueAt(now, next)
@@ -75,6 +79,42 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.FromContext(ctx).V(1).Info("Ownership changed", "from", previous, "to", state)
 	}
 	return result, nil
+}
+
+// applyBootRule withholds a Gone answer for a process of another boot unless its last
+// heartbeat predates the start of this host's current boot: with a machine id cloned
+// onto a second machine, the "other boot" may be that machine's, and the worker alive
+// there. It is the rule the retirement checks apply (retirement.Host.BootTime), so that
+// such a worker is not marked stale here either. Other answers pass unchanged.
+func applyBootRule(pid fleet.PIDState, targetBoot string, host liveness.HostFacts, heartbeat *time.Time) fleet.PIDState {
+	if pid != fleet.PIDGone || targetBoot == "" || host.BootID == "" || targetBoot == host.BootID {
+		return pid
+	}
+	if host.BootTime.IsZero() || heartbeat == nil || !heartbeat.Before(host.BootTime) {
+		return fleet.PIDUnknown
+	}
+	return pid
+}
+
+// maxTTLSeconds is the largest TTL, in seconds, that a time.Duration can hold (about
+// 292 years). The schema bounds heartbeatTTLSeconds far below it (30 days), but
+// registrations stored before that bound, or written where the schema is not enforced,
+// may carry more.
+const maxTTLSeconds = math.MaxInt64 / int64(time.Second)
+
+// ttlDuration converts heartbeatTTLSeconds to a Duration without overflowing. A TTL
+// too large to represent saturates at the largest Duration (the heartbeat then never
+// expires in practice), which is also how the retirement checks read it; multiplying
+// blindly would wrap around to a negative or small TTL and turn a live worker stale.
+// A TTL below 1 gives 0, which fleet.Classify never counts as fresh.
+func ttlDuration(seconds int64) time.Duration {
+	switch {
+	case seconds <= 0:
+		return 0
+	case seconds > maxTTLSeconds:
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(seconds) * time.Second
 }
 
 // requeueAt asks to be called again when a live registration's heartbeat expires.
