@@ -213,7 +213,8 @@ type RetirementPlanStatus struct {
 	// +kubebuilder:validation:Enum=planned;applied;registry_revision_moved;candidate_set_moved;already_retired;nothing_requested;transaction_failed
 	Outcome string `json:"outcome,omitempty"`
 
-	// success is false when the apply failed (transaction_failed) and true otherwise.
+	// success is false when the apply failed (transaction_failed) or stopped part-way
+	// (applyComplete false), and true otherwise.
 	// +optional
 	Success *bool `json:"success,omitempty"`
 

@@ -28,6 +28,9 @@ type ClaimInput struct {
 	CapabilityVerdict string
 	// Now is the current time.
 	Now time.Time
+	// OtherClaims counts the other claims the worker or its identity holds or
+	// is acquiring, re-read inside the claim (see [OtherClaims]).
+	OtherClaims int
 }
 
 // Acquisition tells the reconciler how to acquire once DecideClaim has
@@ -190,6 +193,7 @@ func clauseRevalidate(in ClaimInput) (Validation, ruleID) {
 		ControllerRepository: in.ControllerRepository,
 		CapabilityVerdict:    in.CapabilityVerdict,
 		Now:                  in.Now,
+		OtherClaims:          in.OtherClaims,
 	})
 	if id != "" {
 		return Validation{}, id

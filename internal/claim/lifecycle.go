@@ -31,8 +31,11 @@ const (
 const (
 	// ExpiryExpired: ExpiresAt has passed.
 	ExpiryExpired Trigger = "expired"
-	// ExpiryCycleComplete: the work cycle finished.
+	// ExpiryCycleComplete: the worker said the work cycle finished (spec.cycleComplete).
 	ExpiryCycleComplete Trigger = "cycle_complete"
+	// ExpiryWorkDone: the bound identity's own work for the bound role landed on the
+	// bound target (see [WorkDone]); the cycle is complete.
+	ExpiryWorkDone Trigger = "work_done"
 )
 
 // Revocation reports whether t is one of the revocation triggers.
@@ -50,7 +53,7 @@ func EndPhase(t Trigger) string {
 	switch t {
 	case TriggerRelease:
 		return PhaseReleased
-	case ExpiryCycleComplete:
+	case ExpiryCycleComplete, ExpiryWorkDone:
 		return PhaseCompleted
 	case ExpiryExpired:
 		return PhaseExpired
@@ -113,36 +116,72 @@ func EndingFor(phase string, trigger Trigger) Ending {
 	return Ending{Record: RecordStateRevoked, Event: EventRevoked, Trigger: trigger}
 }
 
-// CheckActive decides from fresh state whether active capability c must end
+// ActiveInput is everything CheckActive decides from, read fresh by the reconciler.
+type ActiveInput struct {
+	// Capability is the active capability.
+	Capability Capability
+	// Now is the current time.
+	Now time.Time
+	// Fresh is the target's state as just read (with the Lease fields).
+	Fresh TargetState
+	// Worker is the worker's registration as just read.
+	Worker Worker
+	// Verdict is the worker's capability verdict as just resolved.
+	Verdict string
+	// Released is spec.release.
+	Released bool
+	// CycleComplete is spec.cycleComplete.
+	CycleComplete bool
+}
+
+// CheckActive decides from fresh state whether an active capability must end
 // and why. ends is false (and trigger "") while the capability stands.
 // Triggers are checked in this order, the first match winning:
 //
-//  1. released → release; completed → cycle_complete; now ≥ ExpiresAt → expired
+//  1. released → release; cycleComplete → cycle_complete; now ≥ ExpiresAt → expired
 //  2. ownership_loss: the worker is no longer the bound, active, live
 //     registration; the Gitea claim record is missing, another claim's, or
 //     not in force; the Lease holder or generation moved; the target was
 //     assigned to someone else
-//  3. stale_state: the state read is not the bound item or is incomplete; for
+//  3. failed_validation (authority): the worker's capability verdict is no
+//     longer allowed. The worker lost the authority to act at all, so no
+//     work of its is credited: this comes before completion.
+//  4. work_done: the bound identity's own work for the role landed on the
+//     bound target and head ([WorkDone]) — the claim ends Completed; a merge
+//     Gitea has pushed to the base but not yet recorded (the base head's
+//     parents include the bound head of a still-open pull request) is waited
+//     for: nothing ends until the next re-check
+//  5. stale_state: the state read is not the bound item or is incomplete; for
 //     pull requests, the head or the base-branch head moved
-//  4. block: a dependency edge is not closed, or the blocked label is set
-//  5. failed_validation: the role derived now differs from the bound role, or
+//  6. block: a dependency edge is not closed, or the blocked label is set
+//  7. failed_validation: the role derived now differs from the bound role, or
 //     identity independence now fails
 //
-// Completion is the reconciler's to detect (a submitted review, a merge, an
-// opened pull request) and report through completed, because the target's
-// own state moving on after the work is done would otherwise read as a
-// failed validation. Base-branch movement is not a trigger for issue (author)
-// capabilities: an author's work is expected to race a moving base.
-func CheckActive(c Capability, now time.Time, fresh TargetState, worker Worker, released, completed bool) (trigger Trigger, ends bool) {
+// Completion comes before the target-side checks because doing the work moves
+// the target on (a review makes the role approver, a merge closes the pull
+// request and moves the base branch), which would otherwise read as stale
+// state or a failed validation. Base-branch movement is not a trigger for
+// issue (author) capabilities: an author's work is expected to race a moving
+// base.
+func CheckActive(in ActiveInput) (trigger Trigger, ends bool) {
+	c, now, fresh := in.Capability, in.Now, in.Fresh
 	switch {
-	case released:
+	case in.Released:
 		return TriggerRelease, true
-	case completed:
+	case in.CycleComplete:
 		return ExpiryCycleComplete, true
 	case c.ExpiresAt.IsZero() || !now.Before(c.ExpiresAt):
 		return ExpiryExpired, true
-	case ownershipLost(c, now, fresh, worker):
+	case ownershipLost(c, now, fresh, in.Worker):
 		return TriggerOwnershipLoss, true
+	case in.Verdict != VerdictAllowed:
+		return TriggerFailedValidation, true
+	case WorkDone(c, fresh):
+		return ExpiryWorkDone, true
+	case mergeLanding(c, fresh):
+		// Gitea pushes a merge to the base branch before it records the pull request
+		// as merged: look again rather than read the merge as stale state.
+		return "", false
 	case stateStale(c, fresh):
 		return TriggerStaleState, true
 	case dependencyGated(fresh.Dependencies) || labelledBlocked(fresh.Labels):
@@ -151,6 +190,80 @@ func CheckActive(c Capability, now time.Time, fresh TargetState, worker Worker, 
 		return TriggerFailedValidation, true
 	}
 	return "", false
+}
+
+// WorkDone reports whether the bound identity's own work for the bound role has
+// landed on the bound target, as fresh (read from Gitea) shows it:
+//
+//   - reviewer: a submitted non-approving review (comment or request changes) by
+//     the identity, made on the bound head;
+//   - approver: an approving review by the identity, made on the bound head;
+//   - merger: the pull request is merged, by the identity, with the bound head as
+//     its head;
+//   - author: a pull request in the target's repository, opened by the identity
+//     no earlier than the claim (the claim record's claimedAt), that Gitea links
+//     to the issue as a cross-reference — its title or body mentions "#N"
+//     (for example "Fixes #N").
+//
+// Dismissed and stale reviews still count: the work was submitted. Work of any
+// other identity, on another head, or of another kind (an approval by a
+// reviewer, a review by a merger) is not completion.
+func WorkDone(c Capability, fresh TargetState) bool {
+	if !fresh.Target.SameItem(c.Target) || norm(c.Identity) == "" {
+		return false
+	}
+	switch c.Role {
+	case RoleReviewer, RoleApprover:
+		for _, r := range fresh.Reviews {
+			if !sameIdentity(r.Reviewer, c.Identity) || !sameSHA(r.CommitID, c.Target.HeadSHA) || strings.TrimSpace(r.CommitID) == "" {
+				continue
+			}
+			approving := norm(r.State) == norm(ReviewApproved)
+			if approving == (c.Role == RoleApprover) && (approving || isReviewVerdict(r.State)) {
+				return true
+			}
+		}
+	case RoleMerger:
+		return fresh.Merged && sameIdentity(fresh.MergedBy, c.Identity) &&
+			strings.TrimSpace(fresh.Target.HeadSHA) != "" && sameSHA(fresh.Target.HeadSHA, c.Target.HeadSHA)
+	case RoleAuthor:
+		var since time.Time
+		if fresh.ClaimRecord != nil {
+			since = fresh.ClaimRecord.ClaimedAt
+		}
+		for _, p := range fresh.ReferencingPulls {
+			if sameIdentity(p.Author, c.Identity) && sameRepository(p.Repository, c.Target.Repository) &&
+				p.Number > 0 && p.Number != c.Target.Number && !p.CreatedAt.Before(since) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// mergeLanding reports whether a merger's pull request is being merged right now: still
+// open and unmerged at the bound head, while the base branch already moved to a merge
+// commit with that head as a parent (Gitea writes the merge before it marks the pull
+// request merged). The next re-check decides: merged by the bound identity is work_done,
+// anything else ends the claim as usual.
+func mergeLanding(c Capability, fresh TargetState) bool {
+	if c.Role != RoleMerger || norm(fresh.State) != StateOpen || fresh.Merged ||
+		!fresh.Target.SameItem(c.Target) || !sameSHA(fresh.Target.HeadSHA, c.Target.HeadSHA) ||
+		strings.TrimSpace(c.Target.HeadSHA) == "" || sameSHA(fresh.ParityRevision, c.ParityRevision) {
+		return false
+	}
+	for _, p := range fresh.ParityParents {
+		if sameSHA(p, c.Target.HeadSHA) {
+			return true
+		}
+	}
+	return false
+}
+
+// isReviewVerdict reports whether state is a non-approving submitted review.
+func isReviewVerdict(state string) bool {
+	s := norm(state)
+	return s == norm(ReviewComment) || s == norm(ReviewRequestChanges)
 }
 
 func ownershipLost(c Capability, now time.Time, fresh TargetState, w Worker) bool {

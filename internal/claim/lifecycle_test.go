@@ -13,10 +13,11 @@ func TestCheckActive(t *testing.T) {
 		now                 time.Time
 		st                  TargetState
 		w                   Worker
+		verdict             string
 		released, completed bool
 	}
 	setup := func(t *testing.T, in ValidateInput) env {
-		return env{c: fxCapability(t, in), now: in.Now.Add(time.Minute), st: fxActiveState(in), w: in.Worker}
+		return env{c: fxCapability(t, in), now: in.Now.Add(time.Minute), st: fxActiveState(in), w: in.Worker, verdict: VerdictAllowed}
 	}
 	tests := []struct {
 		name string
@@ -33,6 +34,13 @@ func TestCheckActive(t *testing.T) {
 		{"merged by this merger is completion", func() ValidateInput {
 			return fxValidateInput(fxWorker("w1", "carol"), fxPR(), prStateFor(RoleMerger))
 		}, func(e *env) { e.completed, e.st.State, e.st.Merged = true, StateClosed, true }, ExpiryCycleComplete},
+		{"verdict lost", prIn, func(e *env) { e.verdict = "denied" }, TriggerFailedValidation},
+		{"verdict unknown", issueIn, func(e *env) { e.verdict = "" }, TriggerFailedValidation},
+		{"ownership before verdict", prIn, func(e *env) { e.verdict, e.st.LeaseHolder = "denied", "" }, TriggerOwnershipLoss},
+		{"verdict loss before completion", reviewerIn, func(e *env) {
+			e.verdict = "denied"
+			e.st.Reviews, e.st.Reviewed = []Review{{ID: 1, Reviewer: "carol", State: ReviewComment, CommitID: fxHead}}, true
+		}, TriggerFailedValidation},
 		{"expired", prIn, func(e *env) { e.now = e.c.ExpiresAt }, ExpiryExpired},
 		{"expired beyond", prIn, func(e *env) { e.now = e.c.ExpiresAt.Add(time.Hour) }, ExpiryExpired},
 		{"no expiry set", prIn, func(e *env) { e.c.ExpiresAt = time.Time{} }, ExpiryExpired},
@@ -78,11 +86,12 @@ func TestCheckActive(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := setup(t, tt.in())
 			tt.mut(&e)
-			trigger, ends := CheckActive(e.c, e.now, e.st, e.w, e.released, e.completed)
+			trigger, ends := CheckActive(ActiveInput{Capability: e.c, Now: e.now, Fresh: e.st, Worker: e.w,
+				Verdict: e.verdict, Released: e.released, CycleComplete: e.completed})
 			if trigger != tt.want || ends != (tt.want != "") {
 				t.Fatalf("CheckActive = %q %v, want %q", trigger, ends, tt.want)
 			}
-			if tt.want != "" && trigger.Revocation() == (trigger == ExpiryExpired || trigger == ExpiryCycleComplete) {
+			if tt.want != "" && trigger.Revocation() == (trigger == ExpiryExpired || trigger == ExpiryCycleComplete || trigger == ExpiryWorkDone) {
 				t.Fatalf("trigger %q is not exactly one of revocation or expiry", trigger)
 			}
 		})
@@ -98,7 +107,7 @@ func TestTriggerPartition(t *testing.T) {
 			t.Errorf("revocation %s ends %s", tr, p)
 		}
 	}
-	for _, tr := range []Trigger{ExpiryExpired, ExpiryCycleComplete} {
+	for _, tr := range []Trigger{ExpiryExpired, ExpiryCycleComplete, ExpiryWorkDone} {
 		if tr.Revocation() {
 			t.Errorf("%s should be an expiry, not a revocation", tr)
 		}
@@ -127,7 +136,8 @@ func TestReturnToNeutral(t *testing.T) {
 			in := issueIn()
 			c := fxCapability(t, in)
 			st := fxActiveState(in)
-			trigger, ends := CheckActive(c, in.Now, st, in.Worker, end.released, end.completed)
+			trigger, ends := CheckActive(ActiveInput{Capability: c, Now: in.Now, Fresh: st, Worker: in.Worker,
+				Verdict: VerdictAllowed, Released: end.released, CycleComplete: end.completed})
 			if !ends || trigger == "" {
 				t.Fatal("capability did not end")
 			}

@@ -86,6 +86,10 @@ var (
 	// ErrPusherConflict: the identity authored, committed or pushed a commit of
 	// the pull request.
 	ErrPusherConflict = errors.New("identity pushed to the target")
+	// ErrRoleConflict: the identity already reviewed or approved the pull
+	// request, so it would hold a second of the reviewer, approver and merger
+	// roles on it.
+	ErrRoleConflict = errors.New("identity already took part in the review of the target")
 	// ErrIndependenceUnprovable: the identity or the target's author is
 	// unknown, so independence cannot be shown.
 	ErrIndependenceUnprovable = errors.New("independence cannot be established")
@@ -95,11 +99,18 @@ var (
 
 // CheckIndependence enforces identity-level independence for a role on a
 // target. The reviewer, approver and merger roles are refused to the identity
-// that authored the target or appears among its pushers (compared without
-// regard to case). Independence that cannot be shown fails closed: an unknown
-// identity or author, or any commit whose e-mail maps to no account. The author role carries no such restriction: opening an
-// issue does not bar its author from working it. The check is on identities,
-// so no derived role can route around it.
+// that authored the target (ErrAuthorConflict), to every identity among its
+// pushers (ErrPusherConflict: accounts that pushed, authored, committed or
+// co-authored any commit), and to any identity that already submitted a review
+// of the pull request, of any state, dismissed or stale (ErrRoleConflict): the
+// reviewer, the approver and the merger of one pull request are three distinct
+// identities. Identities compare without regard to case. Independence that
+// cannot be shown fails closed (ErrIndependenceUnprovable): an unknown
+// identity or author, any commit or co-author e-mail that maps to no account,
+// or a push Gitea attributes to no account. The author role carries no such
+// restriction: opening an issue does not bar its author from working it. The
+// check is on identities, not registrations, so neither a derived role nor a
+// second registration of the same identity can route around it.
 func CheckIndependence(identity string, role Role, st TargetState) error {
 	switch role {
 	case RoleAuthor:
@@ -108,7 +119,7 @@ func CheckIndependence(identity string, role Role, st TargetState) error {
 	default:
 		return ErrRoleNotGrantable
 	}
-	if norm(identity) == "" || norm(st.Author) == "" || len(st.UnmappedCommitEmails) > 0 {
+	if norm(identity) == "" || norm(st.Author) == "" || len(st.UnmappedCommitEmails) > 0 || st.UnattributedPushes > 0 {
 		// Nobody can say who wrote commits whose e-mail maps to no account.
 		return ErrIndependenceUnprovable
 	}
@@ -117,6 +128,11 @@ func CheckIndependence(identity string, role Role, st TargetState) error {
 	}
 	if containsIdentity(st.Pushers, identity) {
 		return ErrPusherConflict
+	}
+	for _, r := range st.Reviews {
+		if sameIdentity(r.Reviewer, identity) {
+			return ErrRoleConflict
+		}
 	}
 	return nil
 }

@@ -134,6 +134,19 @@ type Review struct {
 	Official bool `json:"official,omitempty"`
 }
 
+// PullReference is a pull request that references an issue, as Gitea's
+// cross-reference records it on the issue.
+type PullReference struct {
+	// Repository is the "owner/name" of the referencing pull request.
+	Repository string `json:"repository"`
+	// Number is the referencing pull request's number.
+	Number int64 `json:"number"`
+	// Author is the identity that opened the referencing pull request.
+	Author string `json:"author"`
+	// CreatedAt is when the referencing pull request was opened.
+	CreatedAt time.Time `json:"createdAt"`
+}
+
 // Record is the authoritative claim published in Gitea for a target. Its JSON form is
 // the record as stored (see internal/giteaclaim); times are UTC with second precision.
 type Record struct {
@@ -197,6 +210,10 @@ type TargetState struct {
 	State string `json:"state"`
 	// Merged is true for a merged pull request.
 	Merged bool `json:"merged"`
+	// MergedBy is the identity that merged a merged pull request ("" otherwise).
+	MergedBy string `json:"mergedBy,omitempty"`
+	// MergeCommit is the commit a merged pull request was merged as ("" otherwise).
+	MergeCommit string `json:"mergeCommit,omitempty"`
 	// Author is the identity that opened the issue or pull request.
 	Author string `json:"author"`
 	// Draft is true for a pull request marked as work in progress.
@@ -206,13 +223,23 @@ type TargetState struct {
 	// BaseBranch is the branch a pull request targets; for an issue, the
 	// repository's default branch.
 	BaseBranch string `json:"baseBranch,omitempty"`
-	// Pushers are the identities that authored or committed any commit of the
-	// pull request, plus the identity that opened it; sorted, unique.
+	// Pushers are every identity with a hand in the pull request's commits:
+	// the identity that opened it, every account Gitea recorded pushing to it
+	// (its pull_push timeline events), and the accounts behind every commit's
+	// author, committer and Co-authored-by trailers; sorted, unique.
 	Pushers []string `json:"pushers,omitempty"`
-	// UnmappedCommitEmails are commit author or committer e-mails that map to
-	// no account; sorted, unique. Nobody can prove who these are, so
-	// independence cannot be shown while any exist.
+	// UnmappedCommitEmails are commit author, committer or co-author e-mails
+	// that map to no account (a Co-authored-by trailer without a readable
+	// e-mail is listed as the trailer itself); sorted, unique. Nobody can
+	// prove who these are, so independence cannot be shown while any exist.
 	UnmappedCommitEmails []string `json:"unmappedCommitEmails,omitempty"`
+	// UnattributedPushes counts Gitea push records that name no account (a
+	// deleted pusher). Independence cannot be shown while any exist.
+	UnattributedPushes int `json:"unattributedPushes,omitempty"`
+	// ReferencingPulls are the pull requests Gitea links to an issue as
+	// cross-references (a pull request whose title or body mentions "#N"),
+	// in timeline order; empty for pull requests.
+	ReferencingPulls []PullReference `json:"referencingPulls,omitempty"`
 	// Reviews are the submitted reviews of a pull request, oldest first
 	// (pending drafts and bare review requests are left out).
 	Reviews []Review `json:"reviews,omitempty"`
@@ -232,6 +259,11 @@ type TargetState struct {
 	Dependencies []DependencyEdge `json:"dependencies,omitempty"`
 	// ParityRevision is the head commit of the base (default) branch.
 	ParityRevision string `json:"parityRevision"`
+	// ParityParents are the parents of the ParityRevision commit. They are
+	// read only for an open, approved pull request (the merger's target),
+	// where a base head whose parents include the pull request's head is a
+	// merge that Gitea has pushed but not yet recorded as merged.
+	ParityParents []string `json:"parityParents,omitempty"`
 	// ClaimRecord is the claim record currently published in Gitea, if any.
 	ClaimRecord *Record `json:"claimRecord,omitempty"`
 	// RecordVersion is the version of the storage that holds the record (the

@@ -28,6 +28,9 @@ type ValidateInput struct {
 	CapabilityVerdict string
 	// Now is the current time, used for claim record and Lease expiry.
 	Now time.Time
+	// OtherClaims counts the claims, other than this one, that the worker or
+	// its identity holds or is acquiring (see [OtherClaims]). Any refuses.
+	OtherClaims int
 }
 
 // Validation is the outcome of a successful validation: the derived role,
@@ -47,7 +50,8 @@ type Validation struct {
 // target and, when none refuses, derives the role and pins the state:
 //
 //  1. worker registered, active and live; capability verdict allowed (authority)
-//  2. target well formed; worker binding, target and controller repository agree (policy)
+//  2. target well formed; worker binding, target and controller repository agree; the
+//     worker holds no other claim (policy)
 //  3. the state read describes the requested target and head, and is complete (stale_state)
 //  4. target not closed or merged (eligibility/terminal)
 //  5. no open dependency edge (eligibility/dependency_gated); not labelled blocked (eligibility/ineligible)
@@ -71,6 +75,7 @@ func evaluate(in ValidateInput) (Validation, ruleID) {
 		checkVerdict,
 		checkTargetShape,
 		checkBinding,
+		checkSingleClaim,
 		checkFreshness,
 		checkTerminal,
 		checkDependencies,
@@ -157,6 +162,14 @@ func checkBinding(in ValidateInput) ruleID {
 	}
 	if !sameRepository(in.ControllerRepository, in.Requested.Repository) {
 		return ruleControllerRepoMismatch
+	}
+	return ""
+}
+
+// checkSingleClaim: a worker (and an identity) holds at most one claim.
+func checkSingleClaim(in ValidateInput) ruleID {
+	if in.OtherClaims > 0 {
+		return ruleWorkerHoldsClaim
 	}
 	return ""
 }
@@ -280,6 +293,8 @@ func checkIndependence(in ValidateInput) ruleID {
 		return ruleAuthorIndependence
 	case errors.Is(err, ErrPusherConflict):
 		return rulePusherIndependence
+	case errors.Is(err, ErrRoleConflict):
+		return ruleRoleIndependence
 	default:
 		return ruleIndependenceUnprovable
 	}

@@ -92,6 +92,18 @@ func validateCases() []validateCase {
 		{"author reviews", prIn, func(in *ValidateInput) { in.Worker.Identity = "alice" }, "author_independence", A, BlockerIneligible},
 		{"pusher reviews", prIn, func(in *ValidateInput) { in.Worker.Identity = "bob" }, "pusher_independence", A, BlockerIneligible},
 		{"PR author unknown", prIn, func(in *ValidateInput) { in.State.Author = "" }, "independence_unprovable", A, BlockerIneligible},
+		{"push by a deleted account", prIn, func(in *ValidateInput) { in.State.UnattributedPushes = 1 }, "independence_unprovable", A, BlockerIneligible},
+		{"reviewer approves", func() ValidateInput {
+			return fxValidateInput(fxWorker("w1", "carol"), fxPR(), prStateFor(RoleApprover))
+		}, func(in *ValidateInput) {
+			in.State.Reviews = []Review{{ID: 1, Reviewer: "carol", State: ReviewComment, CommitID: fxHead}}
+		}, "role_independence", A, BlockerIneligible},
+		{"approver merges", func() ValidateInput {
+			return fxValidateInput(fxWorker("w1", "carol"), fxPR(), prStateFor(RoleMerger))
+		}, func(in *ValidateInput) {
+			in.State.Reviews = []Review{{ID: 2, Reviewer: "carol", State: ReviewApproved, CommitID: fxHead}}
+		}, "role_independence", A, BlockerIneligible},
+		{"worker holds another claim", issueIn, func(in *ValidateInput) { in.OtherClaims = 1 }, "worker_holds_claim", P, BlockerNone},
 	}
 }
 

@@ -52,9 +52,11 @@
 //
 // [Client.ReadTarget] is the gatherer for the claim decisions: it collects
 // what a claim validation needs about an issue or pull request (state,
-// author, head, base-branch head as the parity revision, pushers, reviews,
-// labels, assignees, dependencies, the claim record and the version guarding
-// it) and returns it as the decision input itself, a [claim.TargetState],
+// author, head, base-branch head as the parity revision, pushers — from Gitea's
+// push records on the timeline, commit authors and committers, and
+// Co-authored-by trailers mapped through the administrator e-mail search —,
+// reviews, who merged it, the pull requests cross-referencing an issue, labels,
+// assignees, dependencies, the claim record and the version guarding it) and returns it as the decision input itself, a [claim.TargetState],
 // rather than as a Gitea-shaped copy to be converted. The caller only adds
 // what Gitea does not hold (the per-target Lease) before deciding.
 //
@@ -62,6 +64,7 @@
 //
 // Calls that the SDK (code.gitea.io/sdk/gitea) serves well go through it; the
 // issue read and the guarded PATCH go over plain HTTP because the SDK does not
-// expose content_version. Both use the same token and, when set, the same Sudo
+// expose content_version, and so do the timeline (the SDK cannot decode it) and
+// the e-mail search. Both use the same token and, when set, the same Sudo
 // user. Every method honours its context.
 package giteaclaim

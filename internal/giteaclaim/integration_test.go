@@ -1,10 +1,13 @@
 package giteaclaim
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -547,6 +550,9 @@ func TestReadTargetPullRequestLifecycle(t *testing.T) {
 	if st.State != "closed" {
 		t.Fatalf("merged pull request in state %q", st.State)
 	}
+	if st.MergedBy != reviewer || st.MergeCommit == "" || st.MergeCommit == st.Target.HeadSHA {
+		t.Fatalf("merged by %q as %q (head %s), want by %s as a merge commit", st.MergedBy, st.MergeCommit, st.Target.HeadSHA, reviewer)
+	}
 }
 
 // addDependency makes tg depend on dep. The SDK's IssueMeta lacks the owner
@@ -602,5 +608,139 @@ func TestPublishFileIsIdempotent(t *testing.T) {
 	}
 	if _, err := f.admin.PublishFile(ctx, "no-slash", path, v1, ""); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("PublishFile to a bad repository name: err = %v", err)
+	}
+}
+
+// commitAs commits a file to branch through c's account, with the commit's author and
+// committer set to who (nil: c's own account) and the given message.
+func (f *fixture) commitAs(t *testing.T, c *Client, branch, message string, who *gitea.Identity) {
+	t.Helper()
+	opts := gitea.FileOptions{Message: message, BranchName: branch}
+	if who != nil {
+		opts.Author, opts.Committer = *who, *who
+	}
+	path := branch + "/" + randomHex(3) + ".txt"
+	if _, _, err := c.SDK(ctxT(t)).CreateFile(f.owner, f.name, path, gitea.CreateFileOptions{
+		FileOptions: opts, Content: base64.StdEncoding.EncodeToString([]byte("content\n")),
+	}); err != nil {
+		t.Fatalf("committing %s to %s as %s: %v", path, branch, f.login(c), err)
+	}
+}
+
+// TestReadTargetPushersFromTimeline: Gitea's own push records (pull_push timeline events)
+// name the account that pushed, even when the commits it pushed claim another author and
+// committer; Co-authored-by trailers name accounts through their e-mails, and a co-author
+// e-mail no account owns (or one the reading token may not look up) fails closed.
+func TestReadTargetPushersFromTimeline(t *testing.T) {
+	f := giteaFixture(t)
+	tg, branch := f.newPull(t, "pushers from the timeline")
+	author := f.login(f.author)
+	pusher, forged := f.login(f.workers[0]), f.login(f.workers[1])
+	coPusher, coAuthor := f.login(f.workers[2]), f.login(f.workers[3])
+	readAs := func(c *Client) func() claim.TargetState {
+		return func() claim.TargetState {
+			t.Helper()
+			st, err := c.ReadTarget(ctxT(t), tg)
+			if err != nil {
+				t.Fatalf("ReadTarget: %v", err)
+			}
+			return st
+		}
+	}
+	read := readAs(f.admin)
+	head := read().Target.HeadSHA
+
+	// workers[0] pushes a commit whose author and committer are workers[1]'s e-mail.
+	f.commitAs(t, f.workers[0], branch, "Forged authorship", &gitea.Identity{Name: forged, Email: forged + "@example.invalid"})
+	st := eventually(t, read, func(st claim.TargetState) bool {
+		return st.Target.HeadSHA != head && slices.Contains(st.Pushers, pusher)
+	}, "the push by "+pusher+" to show")
+	if !slices.Contains(st.Pushers, forged) || !slices.Contains(st.Pushers, author) || len(st.UnmappedCommitEmails) != 0 {
+		t.Fatalf("after a forged-author push: pushers %v, unmapped %v", st.Pushers, st.UnmappedCommitEmails)
+	}
+	if st.UnattributedPushes != 0 {
+		t.Fatalf("unattributed pushes %d", st.UnattributedPushes)
+	}
+
+	// workers[2] pushes a commit co-authored by workers[3].
+	head = st.Target.HeadSHA
+	f.commitAs(t, f.workers[2], branch, "Pair work\n\nCo-authored-by: Someone <"+strings.ToUpper(coAuthor)+"@example.invalid>\n", nil)
+	st = eventually(t, read, func(st claim.TargetState) bool { return st.Target.HeadSHA != head }, "the co-authored commit")
+	if !slices.Contains(st.Pushers, coPusher) || !slices.Contains(st.Pushers, coAuthor) || len(st.UnmappedCommitEmails) != 0 {
+		t.Fatalf("after a co-authored commit: pushers %v, unmapped %v", st.Pushers, st.UnmappedCommitEmails)
+	}
+	if err := claim.CheckIndependence(coAuthor, claim.RoleReviewer, st); !errors.Is(err, claim.ErrPusherConflict) {
+		t.Fatalf("co-author reviewing: %v, want ErrPusherConflict", err)
+	}
+	if err := claim.CheckIndependence(pusher, claim.RoleReviewer, st); !errors.Is(err, claim.ErrPusherConflict) {
+		t.Fatalf("pusher of forged commits reviewing: %v, want ErrPusherConflict", err)
+	}
+
+	// A token that may not search e-mails cannot map the co-author: fail closed.
+	if nonAdmin := readAs(f.reviewer)(); !slices.Contains(nonAdmin.UnmappedCommitEmails, coAuthor+"@example.invalid") ||
+		slices.Contains(nonAdmin.Pushers, coAuthor) {
+		t.Fatalf("read without e-mail search: pushers %v, unmapped %v", nonAdmin.Pushers, nonAdmin.UnmappedCommitEmails)
+	}
+
+	// A co-author e-mail nobody owns, and a trailer without an e-mail, are unmappable.
+	head = st.Target.HeadSHA
+	nobody := "nobody-" + randomHex(3) + "@nowhere.invalid"
+	f.commitAs(t, f.workers[2], branch, "More\n\nCo-authored-by: Ghost <"+nobody+">\nCo-Authored-By: just a name\n", nil)
+	st = eventually(t, read, func(st claim.TargetState) bool { return st.Target.HeadSHA != head }, "the ghost-co-authored commit")
+	if !slices.Equal(st.UnmappedCommitEmails, []string{"co-authored-by:just a name", nobody}) {
+		t.Fatalf("unmapped %v", st.UnmappedCommitEmails)
+	}
+	if err := claim.CheckIndependence(f.login(f.reviewer), claim.RoleReviewer, st); !errors.Is(err, claim.ErrIndependenceUnprovable) {
+		t.Fatalf("independence with an unmappable co-author: %v", err)
+	}
+}
+
+// TestReadTargetReferencingPulls: a pull request whose body mentions the issue shows on
+// the issue as a cross-reference naming the pull request, its author and creation time.
+func TestReadTargetReferencingPulls(t *testing.T) {
+	f := giteaFixture(t)
+	ctx := ctxT(t)
+	issue := f.newIssue(t, "to be fixed", "Body.")
+	st, err := f.admin.ReadTarget(ctx, issue)
+	if err != nil {
+		t.Fatalf("ReadTarget: %v", err)
+	}
+	if len(st.ReferencingPulls) != 0 {
+		t.Fatalf("fresh issue has references %+v", st.ReferencingPulls)
+	}
+	before := time.Now().Add(-2 * time.Second)
+	w := f.workers[0]
+	branch := "fix-" + randomHex(4)
+	if _, _, err := w.SDK(ctx).CreateFile(f.owner, f.name, branch+"/fix.txt", gitea.CreateFileOptions{
+		FileOptions: gitea.FileOptions{Message: "Fix", BranchName: "main", NewBranchName: branch},
+		Content:     base64.StdEncoding.EncodeToString([]byte("fix\n")),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pr, _, err := w.SDK(ctx).CreatePullRequest(f.owner, f.name, gitea.CreatePullRequestOption{
+		Head: branch, Base: "main", Title: "A fix", Body: "Fixes #" + strconv.FormatInt(issue.Number, 10) + "\n",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st = eventually(t, func() claim.TargetState {
+		st, err := f.admin.ReadTarget(ctxT(t), issue)
+		if err != nil {
+			t.Fatalf("ReadTarget: %v", err)
+		}
+		return st
+	}, func(st claim.TargetState) bool { return len(st.ReferencingPulls) > 0 }, "the cross-reference")
+	ref := st.ReferencingPulls[0]
+	if ref.Number != pr.Index || ref.Author != f.login(w) || !strings.EqualFold(ref.Repository, f.repo) ||
+		ref.CreatedAt.Before(before) || ref.CreatedAt.After(time.Now().Add(2*time.Second)) {
+		t.Fatalf("reference %+v, want #%d by %s in %s", ref, pr.Index, f.login(w), f.repo)
+	}
+	// A pull request has no referencing pulls of its own, and its own mention is no push.
+	pst, err := f.admin.ReadTarget(ctx, claim.Target{Repository: f.repo, Kind: claim.KindPullRequest, Number: pr.Index})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pst.ReferencingPulls) != 0 || !slices.Contains(pst.Pushers, f.login(w)) {
+		t.Fatalf("pull request state: refs %+v pushers %v", pst.ReferencingPulls, pst.Pushers)
 	}
 }

@@ -25,10 +25,20 @@ import (
 //     Merged, Draft, HeadBranch are the pull request's (zero for issues).
 //   - BaseBranch is the branch a pull request targets, for an issue the
 //     repository's default branch; ParityRevision is its current head commit.
-//   - Pushers are the logins behind the pull request's commits (author or
-//     committer, as Gitea maps commit e-mails to accounts) plus its author;
-//     UnmappedCommitEmails are the commit e-mails Gitea could not map. Both
-//     sorted, unique, empty for issues.
+//   - Pushers are the pull request's author, every account its timeline
+//     records pushing to it (pull_push events; a push by a deleted account
+//     counts in UnattributedPushes), the accounts behind its commits (author
+//     or committer, as Gitea maps commit e-mails to accounts) and behind every
+//     Co-authored-by trailer of their messages (each e-mail mapped to the
+//     account owning it verified, through the administrator e-mail search);
+//     UnmappedCommitEmails are the commit and co-author e-mails no account
+//     owns, and trailers whose e-mail cannot be read. Both sorted, unique,
+//     empty for issues.
+//   - Merged pull requests carry MergedBy and MergeCommit; for an open,
+//     approved pull request ParityParents are the base head's parents.
+//   - ReferencingPulls (issues only) are the pull requests the issue's
+//     timeline shows as cross-references (pull_ref: a pull request whose
+//     title or body mentions the issue), with their author and creation time.
 //   - Reviews are the submitted reviews, oldest first (pending drafts and bare
 //     review requests are left out). Reviewed is set when one does not
 //     approve (dismissed or not), Approved when an approval is neither
@@ -53,15 +63,17 @@ func (c *Client) ReadTarget(ctx context.Context, t claim.Target) (claim.TargetSt
 	// reads: they run concurrently (each with its own SDK client), then the base branch
 	// head is read once its name is known.
 	var (
-		wg                        sync.WaitGroup
-		is                        *rawIssue
-		issueErr, depErr, sideErr error
-		deps                      []claim.DependencyEdge
-		pull                      claim.TargetState
-		defaultBranch             string
+		wg                               sync.WaitGroup
+		is                               *rawIssue
+		issueErr, depErr, sideErr, tlErr error
+		timeline                         []timelineEvent
+		deps                             []claim.DependencyEdge
+		pull                             claim.TargetState
+		defaultBranch                    string
 	)
 	wg.Go(func() { is, issueErr = c.readIssue(ctx, t) })
 	wg.Go(func() { deps, depErr = c.dependencies(c.SDK(ctx), owner, name, number) })
+	wg.Go(func() { timeline, tlErr = c.readTimeline(ctx, owner, name, number) })
 	wg.Go(func() {
 		sdk := c.SDK(ctx)
 		if kind == claim.KindIssue {
@@ -85,6 +97,9 @@ func (c *Client) ReadTarget(ctx context.Context, t claim.Target) (claim.TargetSt
 	if sideErr != nil {
 		return claim.TargetState{}, fmt.Errorf("reading %s: %w", t, sideErr)
 	}
+	if tlErr != nil {
+		return claim.TargetState{}, fmt.Errorf("reading %s: timeline: %w", t, tlErr)
+	}
 	st := pull
 	st.Target = t
 	st.Target.HeadSHA = pull.Target.HeadSHA
@@ -93,8 +108,13 @@ func (c *Client) ReadTarget(ctx context.Context, t claim.Target) (claim.TargetSt
 	st.Assignees = sortedUnique(is.assigneeLogins())
 	st.RecordVersion = *is.ContentVersion
 	st.Dependencies = deps
+	facts := factsOf(timeline)
 	if kind == claim.KindIssue {
 		st.BaseBranch = defaultBranch
+		st.ReferencingPulls = facts.referencing
+	} else {
+		st.Pushers = sortedUnique(append(st.Pushers, facts.pushers...))
+		st.UnattributedPushes = facts.unattributed
 	}
 	for _, l := range is.Labels {
 		st.Labels = append(st.Labels, l.Name)
@@ -112,6 +132,20 @@ func (c *Client) ReadTarget(ctx context.Context, t claim.Target) (claim.TargetSt
 		}
 		if br.Commit != nil {
 			st.ParityRevision = br.Commit.ID
+		}
+	}
+	if kind == claim.KindPullRequest && st.Approved && !st.Merged && st.State == claim.StateOpen && st.ParityRevision != "" {
+		// The merger's target: a merge in flight shows as a base head whose parents
+		// include the pull request's head.
+		cm, resp, err := sdk.GetSingleCommit(owner, name, st.ParityRevision)
+		if err != nil {
+			return claim.TargetState{}, fmt.Errorf("reading %s: base head %s: %w", t, st.ParityRevision,
+				sdkErr("GET", repoPath(owner, name)+"/git/commits/"+url.PathEscape(st.ParityRevision), resp, err))
+		}
+		for _, p := range cm.Parents {
+			if p != nil && p.SHA != "" {
+				st.ParityParents = append(st.ParityParents, p.SHA)
+			}
 		}
 	}
 	return st, nil
@@ -149,6 +183,14 @@ func (c *Client) readPull(ctx context.Context, owner, name string, number int64,
 		return listErr
 	}
 	st.Merged = pr.HasMerged
+	if pr.HasMerged {
+		if pr.MergedBy != nil {
+			st.MergedBy = pr.MergedBy.UserName
+		}
+		if pr.MergedCommitID != nil {
+			st.MergeCommit = *pr.MergedCommitID
+		}
+	}
 	st.Draft = pr.Draft
 	if pr.Head != nil {
 		st.Target.HeadSHA = pr.Head.Sha
@@ -161,13 +203,33 @@ func (c *Client) readPull(ctx context.Context, owner, name string, number int64,
 	if pr.Poster != nil && pr.Poster.UserName != "" {
 		pushers = append(pushers, pr.Poster.UserName)
 	}
-	var unmapped []string
+	commitPushers, unmapped, err := c.commitAccounts(ctx, commits)
+	if err != nil {
+		return err
+	}
+	pushers = append(pushers, commitPushers...)
+	st.Pushers = sortedUnique(pushers)
+	st.UnmappedCommitEmails = sortedUnique(unmapped)
+
+	applyReviews(st, reviews)
+	return nil
+}
+
+// commitAccounts names the accounts behind commits: each commit's author and committer as
+// Gitea maps their e-mails, and every Co-authored-by trailer's e-mail mapped to the
+// account owning it. unmapped are the e-mails no account owns (and unreadable trailers):
+// one that maps to none makes independence unprovable.
+func (c *Client) commitAccounts(ctx context.Context, commits []*gitea.Commit) (accounts, unmapped []string, err error) {
+	var coAuthors []string
 	for _, cm := range commits {
 		if cm == nil {
 			continue
 		}
 		var authorEmail, committerEmail string
 		if cm.RepoCommit != nil {
+			emails, unreadable := CoAuthors(cm.RepoCommit.Message)
+			coAuthors = append(coAuthors, emails...)
+			unmapped = append(unmapped, unreadable...)
 			if cm.RepoCommit.Author != nil {
 				authorEmail = cm.RepoCommit.Author.Email
 			}
@@ -181,15 +243,29 @@ func (c *Client) readPull(ctx context.Context, owner, name string, number int64,
 		}{{cm.Author, authorEmail}, {cm.Committer, committerEmail}} {
 			switch {
 			case who.user != nil && who.user.UserName != "":
-				pushers = append(pushers, who.user.UserName)
+				accounts = append(accounts, who.user.UserName)
 			case who.email != "":
 				unmapped = append(unmapped, strings.ToLower(who.email))
 			}
 		}
 	}
-	st.Pushers = sortedUnique(pushers)
-	st.UnmappedCommitEmails = sortedUnique(unmapped)
+	for _, email := range sortedUnique(coAuthors) {
+		login, err := c.emailAccount(ctx, email)
+		if err != nil {
+			return nil, nil, err
+		}
+		if login == "" {
+			unmapped = append(unmapped, email)
+			continue
+		}
+		accounts = append(accounts, login)
+	}
+	return accounts, unmapped, nil
+}
 
+// applyReviews records the submitted reviews and what they make of the pull request:
+// Reviewed, Approved, ChangesRequested.
+func applyReviews(st *claim.TargetState, reviews []*gitea.PullReview) {
 	for _, rv := range reviews {
 		if rv == nil {
 			continue
@@ -215,7 +291,6 @@ func (c *Client) readPull(ctx context.Context, owner, name string, number int64,
 			st.Reviewed = true
 		}
 	}
-	return nil
 }
 
 // listPullCommits lists every commit of a pull request.

@@ -107,7 +107,8 @@ type ApplyVerdict struct {
 	Succeeded bool
 	// Applied is the Applied condition: true only for a clean applied run.
 	Applied bool
-	// Success is status.success: false only for transaction_failed.
+	// Success is status.success: true only for a run that was not interrupted and did
+	// not fail (a partial apply is never a success, though its retired rows stay retired).
 	Success bool
 	// Complete is status.applyComplete: set only for the applied outcome.
 	Complete *bool
@@ -121,7 +122,7 @@ type ApplyVerdict struct {
 // nothing to write, succeeds; a partial run, a refusal and a failure are final failures.
 func JudgeApply(rep ApplyReport) ApplyVerdict {
 	complete := func(b bool) *bool { return &b }
-	v := ApplyVerdict{Success: rep.Outcome != OutcomeTransactionFailed}
+	v := ApplyVerdict{Success: rep.Outcome != OutcomeTransactionFailed && !rep.Interrupted}
 	switch {
 	case rep.Outcome == OutcomeTransactionFailed:
 		v.Reason, v.Message = ConditionApplyFailed, "Nothing was retired: "+rep.Detail

@@ -80,7 +80,7 @@ func TestJudgeApply(t *testing.T) {
 	}{
 		{"clean apply", ApplyReport{Outcome: OutcomeApplied, RetiredCount: 2}, true, true, true, &yes, ConditionApplySucceeded},
 		{"clean apply retiring nothing", ApplyReport{Outcome: OutcomeApplied}, true, true, true, &yes, ConditionApplySucceeded},
-		{"partial apply", ApplyReport{Outcome: OutcomeApplied, RetiredCount: 1, Interrupted: true, Detail: "fence moved"}, false, false, true, &no, ConditionApplyPartial},
+		{"partial apply", ApplyReport{Outcome: OutcomeApplied, RetiredCount: 1, Interrupted: true, Detail: "fence moved"}, false, false, false, &no, ConditionApplyPartial},
 		{"already retired", ApplyReport{Outcome: OutcomeAlreadyRetired}, true, false, true, nil, ConditionNothingToApply},
 		{"nothing requested", ApplyReport{Outcome: OutcomeNothingRequested}, true, false, true, nil, ConditionNothingToApply},
 		{"registry moved", ApplyReport{Outcome: OutcomeRegistryRevisionMoved}, false, false, true, nil, ConditionApplyRefused},

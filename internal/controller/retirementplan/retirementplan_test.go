@@ -509,6 +509,7 @@ var _ = Describe("RetirementPlan approval and apply", func() {
 		Expect(p.Status.Outcome).To(Equal("applied"))
 		Expect(p.Status.Retired).To(Equal([]string{a.Name}))
 		Expect(*p.Status.ApplyComplete).To(BeFalse(), "a partial apply is never reported as a clean one")
+		Expect(*p.Status.Success).To(BeFalse(), "nor as a success")
 		Expect(reasonOf(p.Status.ApplyPreserved, b.Name)).To(Equal("external_fence_moved"))
 		Expect(reasonOf(p.Status.ApplyPreserved, c.Name)).To(Equal("external_fence_moved"))
 		Expect(meta.FindStatusCondition(p.Status.Conditions, "Applied").Reason).To(Equal("ApplyPartial"))

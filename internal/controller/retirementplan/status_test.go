@@ -89,7 +89,7 @@ func TestSetApplyStatus(t *testing.T) {
 		success                 bool
 	}{
 		{"clean", retirement.ApplyReport{Outcome: retirement.OutcomeApplied, RetiredCount: 1, Retired: []string{"a"}, MutationPerformed: true}, "True", "", "True", true},
-		{"partial", retirement.ApplyReport{Outcome: retirement.OutcomeApplied, RetiredCount: 1, Interrupted: true}, "False", "True", "False", true},
+		{"partial", retirement.ApplyReport{Outcome: retirement.OutcomeApplied, RetiredCount: 1, Interrupted: true}, "False", "True", "False", false},
 		{"registry moved", retirement.ApplyReport{Outcome: retirement.OutcomeRegistryRevisionMoved}, "False", "True", "False", true},
 		{"transaction failed", retirement.ApplyReport{Outcome: retirement.OutcomeTransactionFailed}, "False", "True", "False", false},
 		{"already retired", retirement.ApplyReport{Outcome: retirement.OutcomeAlreadyRetired}, "True", "", "False", true},

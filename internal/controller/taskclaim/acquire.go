@@ -36,7 +36,7 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 	acq, res := claim.DecideClaim(claim.ClaimInput{
 		Worker: w.worker, ClaimID: string(tc.UID), Spec: target, PinnedValue: tc.Spec.Pin,
 		Validated: apiconv.Validation(tc), Fresh: w.state, ControllerRepository: r.Repository,
-		CapabilityVerdict: w.verdict, Now: started,
+		CapabilityVerdict: w.verdict, Now: started, OtherClaims: w.others,
 	})
 	if res.Refused() {
 		return ctrl.Result{}, r.reject(ctx, tc, res, w.worker)
@@ -52,6 +52,16 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 	}
 	if lost {
 		return ctrl.Result{}, r.reject(ctx, tc, claim.ContentionLoss(claim.PredicateLeaseCASConflict, target), w.worker)
+	}
+	// The finalizer now shows this claim as acquiring. Look for another claim of the same
+	// worker or identity once more: of two racing claims at least one sees the other
+	// here, so at most one goes on to publish.
+	others, err := r.otherClaims(ctx, tc, w.worker)
+	if err != nil {
+		return ctrl.Result{}, err // retried: the lock is already this claim's
+	}
+	if others > 0 {
+		return ctrl.Result{}, r.giveUp(ctx, tc, lease, claim.HoldsOtherClaim(target), w.worker)
 	}
 	// A lock alone is only a reservation: publish the authoritative record.
 	if _, err := r.Gitea.Publish(ctx, target, r.record(tc, acq, lease, started)); err != nil {

@@ -139,6 +139,8 @@ var _ = Describe("Contention", Ordered, func() {
 
 		// Give the task back so the next round starts from a quiet controller.
 		Expect(updateSpec(k8s, r.winner, func(c *fleetv1alpha1.TaskClaim) { c.Spec.Release = true })).To(Succeed())
+		// A worker holds one claim at a time: its next round starts once this one ended.
+		waitPhase(r.winner, fleetv1alpha1.ClaimPhaseReleased)
 		allLosers = append(allLosers, r.losers...)
 	}
 

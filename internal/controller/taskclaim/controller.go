@@ -30,7 +30,7 @@ import (
 )
 
 // Finalizer keeps a claim that may hold a Gitea record or a lock until they are released.
-const Finalizer = "fleet.giteatools.dev/release-claim"
+const Finalizer = apiconv.ClaimFinalizer
 
 // Fence is the workflow fence a claim moves before it takes its lock, so a retirement
 // apply running meanwhile stops before its next write.
@@ -142,7 +142,7 @@ func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) 
 	now := r.Clock.Now()
 	v, res := claim.Validate(claim.ValidateInput{
 		Worker: w.worker, ClaimID: string(tc.UID), Requested: apiconv.Target(tc.Spec.Target), State: w.state,
-		ControllerRepository: r.Repository, CapabilityVerdict: w.verdict, Now: now,
+		ControllerRepository: r.Repository, CapabilityVerdict: w.verdict, Now: now, OtherClaims: w.others,
 	})
 	if res.Refused() {
 		return r.reject(ctx, tc, res, w.worker)
@@ -163,7 +163,8 @@ func (r *Reconciler) checkActive(ctx context.Context, tc *fleetv1alpha1.TaskClai
 		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
-	trigger, ends := claim.CheckActive(*capability, now, w.state, w.worker, tc.Spec.Release, tc.Spec.CycleComplete)
+	trigger, ends := claim.CheckActive(claim.ActiveInput{Capability: *capability, Now: now, Fresh: w.state, Worker: w.worker,
+		Verdict: w.verdict, Released: tc.Spec.Release, CycleComplete: tc.Spec.CycleComplete})
 	if !ends {
 		return ctrl.Result{RequeueAfter: claim.RecheckAfter(capability.ExpiresAt, now, r.ActiveRecheck)}, nil
 	}

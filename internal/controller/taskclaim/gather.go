@@ -41,6 +41,8 @@ type world struct {
 	state   claim.TargetState
 	lease   *coordinationv1.Lease
 	verdict string
+	// others counts the other claims the worker (or its identity) holds or is acquiring.
+	others int
 }
 
 // gather reads the worker, the target in Gitea and the per-target lock, all fresh.
@@ -83,7 +85,20 @@ func (r *Reconciler) gather(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (w
 	if w.verdict, err = r.Verdicts.Verdict(ctx, tc.Namespace, tc.Spec.Worker); err != nil {
 		return w, fmt.Errorf("resolving the worker's capability verdict: %w", err)
 	}
+	if w.others, err = r.otherClaims(ctx, tc, w.worker); err != nil {
+		return w, err
+	}
 	return w, nil
+}
+
+// otherClaims counts the claims, other than tc, that its worker or the worker's Gitea
+// identity holds or is acquiring, in every namespace, read straight from the API server.
+func (r *Reconciler) otherClaims(ctx context.Context, tc *fleetv1alpha1.TaskClaim, w claim.Worker) (int, error) {
+	list := &fleetv1alpha1.TaskClaimList{}
+	if err := r.APIReader.List(ctx, list); err != nil {
+		return 0, fmt.Errorf("listing task claims: %w", err)
+	}
+	return claim.OtherClaims(apiconv.ClaimRefOf(tc), w.Identity, apiconv.ClaimRefs(list.Items)), nil
 }
 
 // lockState is what a lock Lease says: its generation, its holder ("" when free), and

@@ -38,18 +38,24 @@ var allOps = []string{claim.OpPushBranch, claim.OpOpenPullRequest, claim.OpComme
 // worker is one fleet worker: a WorkerRegistration, a ServiceAccount of the same name (its
 // Kubernetes identity) and a Gitea account of the same login (spec.identity).
 type worker struct {
-	name  string
-	ns    string
-	token string        // Gitea token of the worker's account
-	c     client.Client // the worker's ServiceAccount (impersonated)
+	name     string
+	ns       string
+	identity string        // the Gitea login (spec.identity): the name, unless shared
+	token    string        // Gitea token of the worker's account
+	c        client.Client // the worker's ServiceAccount (impersonated)
 }
 
-func (w *worker) user() gitUser { return gitUser{login: w.name, token: w.token} }
+func (w *worker) user() gitUser { return gitUser{login: w.identity, token: w.token} }
 
 type workerConfig struct {
-	unbound    bool   // no RoleBinding to fleet-worker: the capability verdict is denied
-	repository string // repository binding (default: the controller's repository)
+	unbound    bool    // no RoleBinding to fleet-worker: the capability verdict is denied
+	repository string  // repository binding (default: the controller's repository)
+	identityOf *worker // share this worker's Gitea identity (a second registration of it)
 }
+
+// sameIdentityAs registers the new worker under o's Gitea identity: a second
+// registration of one identity.
+func sameIdentityAs(o *worker) workerOpt { return func(c *workerConfig) { c.identityOf = o } }
 
 type workerOpt func(*workerConfig)
 
@@ -67,10 +73,15 @@ func newWorker(ns string, opts ...workerOpt) *worker {
 		o(&conf)
 	}
 	w := &worker{name: testenv.Uniq("w") + "-" + suffix, ns: ns}
-	var err error
-	w.token, err = srv.CreateUser(ctx, w.name)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(srv.AddCollaborator(ctx, repo, w.name)).To(Succeed())
+	w.identity = w.name
+	if o := conf.identityOf; o != nil {
+		w.identity, w.token = o.identity, o.token
+	} else {
+		var err error
+		w.token, err = srv.CreateUser(ctx, w.name)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(srv.AddCollaborator(ctx, repo, w.name)).To(Succeed())
+	}
 	Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: w.name, Namespace: ns}})).To(Succeed())
 	if !conf.unbound {
 		bindWorker(w)
@@ -82,7 +93,7 @@ func newWorker(ns string, opts ...workerOpt) *worker {
 		Spec: fleetv1alpha1.WorkerRegistrationSpec{
 			ClientInstanceID:    "inst-" + w.name,
 			WorkerNamespace:     "slot-" + w.name,
-			Identity:            w.name,
+			Identity:            w.identity,
 			Remote:              "origin",
 			Repository:          conf.repository,
 			HeartbeatTTLSeconds: 3600,
@@ -238,12 +249,25 @@ func (w *worker) claim(t fleetv1alpha1.TaskTarget) *fleetv1alpha1.TaskClaim {
 // capability being re-checked against Gitea.
 func endIfOpen(tc *fleetv1alpha1.TaskClaim) {
 	cur := &fleetv1alpha1.TaskClaim{}
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(tc), cur); err != nil || claim.FinalPhase(cur.Status.Phase) || cur.Spec.Release {
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(tc), cur); err != nil || claim.FinalPhase(cur.Status.Phase) {
 		return
 	}
-	patch := client.MergeFrom(cur.DeepCopy())
-	cur.Spec.Release = true
-	_ = k8s.Patch(ctx, cur, patch)
+	if !cur.Spec.Release {
+		patch := client.MergeFrom(cur.DeepCopy())
+		cur.Spec.Release = true
+		_ = k8s.Patch(ctx, cur, patch)
+	}
+	if tc.Namespace != nsMain {
+		return // claims elsewhere are driven by hand
+	}
+	// Wait (briefly) for the end: a worker holds one claim at a time, so the next spec's
+	// claim of the same worker must not find this one still active.
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(tc), cur); err != nil || claim.FinalPhase(cur.Status.Phase) ||
+			(cur.Status.Phase != fleetv1alpha1.ClaimPhaseActive && len(cur.Finalizers) == 0) {
+			return
+		}
+	}
 }
 
 func fetch(tc *fleetv1alpha1.TaskClaim) *fleetv1alpha1.TaskClaim {

@@ -311,6 +311,43 @@ func (s *Server) CommitFile(ctx context.Context, token, repo, branch, newBranch,
 	return fr.Commit.SHA, nil
 }
 
+// Commit commits content at path on branch as the token's user (the pusher), with the
+// given commit message and, when who is set, that author and committer instead of the
+// token's user. It returns the commit id.
+func (s *Server) Commit(ctx context.Context, token, repo, branch, path, content, message string, who *gitea.Identity) (string, error) {
+	owner, name, err := split(repo)
+	if err != nil {
+		return "", err
+	}
+	opts := gitea.FileOptions{Message: message, BranchName: branch}
+	if who != nil {
+		opts.Author, opts.Committer = *who, *who
+	}
+	fr, _, err := s.SDK(ctx, token).CreateFile(owner, name, path, gitea.CreateFileOptions{
+		FileOptions: opts, Content: base64.StdEncoding.EncodeToString([]byte(content)),
+	})
+	if err != nil {
+		return "", fmt.Errorf("committing %s to %s in %s: %w", path, branch, repo, err)
+	}
+	if fr.Commit == nil || fr.Commit.SHA == "" {
+		return "", fmt.Errorf("committing %s in %s: Gitea returned no commit id", path, repo)
+	}
+	return fr.Commit.SHA, nil
+}
+
+// Merge merges a pull request (merge commit style) as the token's user.
+func (s *Server) Merge(ctx context.Context, token, repo string, number int64) error {
+	owner, name, err := split(repo)
+	if err != nil {
+		return err
+	}
+	if _, _, err := s.SDK(ctx, token).MergePullRequest(owner, name, number,
+		gitea.MergePullRequestOption{Style: gitea.MergeStyleMerge}); err != nil {
+		return fmt.Errorf("merging %s#%d: %w", repo, number, err)
+	}
+	return nil
+}
+
 // PullRequest is a pull request CreatePull opened.
 type PullRequest struct {
 	// Number is the pull request's number.
@@ -324,6 +361,12 @@ type PullRequest struct {
 // CreatePull starts a new branch from main with one commit and opens a pull request from
 // it, both as the token's user.
 func (s *Server) CreatePull(ctx context.Context, token, repo, title string) (PullRequest, error) {
+	return s.CreatePullWithBody(ctx, token, repo, title, "Pull request body.\n")
+}
+
+// CreatePullWithBody is CreatePull with the pull request's body (a body mentioning "#N"
+// makes Gitea cross-reference issue N).
+func (s *Server) CreatePullWithBody(ctx context.Context, token, repo, title, body string) (PullRequest, error) {
 	owner, name, err := split(repo)
 	if err != nil {
 		return PullRequest{}, err
@@ -334,7 +377,7 @@ func (s *Server) CreatePull(ctx context.Context, token, repo, title string) (Pul
 		return PullRequest{}, err
 	}
 	pr, _, err := s.SDK(ctx, token).CreatePullRequest(owner, name, gitea.CreatePullRequestOption{
-		Head: branch, Base: "main", Title: title, Body: "Pull request body.\n",
+		Head: branch, Base: "main", Title: title, Body: body,
 	})
 	if err != nil {
 		return PullRequest{}, fmt.Errorf("opening a pull request from %s in %s: %w", branch, repo, err)
