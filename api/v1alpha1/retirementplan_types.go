@@ -161,20 +161,25 @@ type WorkerAssessment struct {
 	Evidence map[string]string `json:"evidence,omitempty"`
 }
 
-// PostApply reports the fleet after an apply. Retiring stale rows does not make a fleet
+// PostApply is a fleet snapshot: at plan time (status.snapshot) and after an apply
+// (status.postApply). Retiring stale rows does not make a fleet
 // with live legacy workers safe; this block says so.
 type PostApply struct {
-	// staleWorkerCount is the number of Active rows that are not live after the apply.
+	// staleWorkerCount is the number of Active rows that are not live.
 	StaleWorkerCount int32 `json:"staleWorkerCount"`
-	// liveWorkerCount is the number of live rows after the apply.
+	// liveWorkerCount is the number of live rows.
 	LiveWorkerCount int32 `json:"liveWorkerCount"`
-	// historicalWorkerCount is the number of Retired rows after the apply.
+	// historicalWorkerCount is the number of Retired rows.
 	HistoricalWorkerCount int32 `json:"historicalWorkerCount"`
 	// liveFleetSafe is false while any blocker remains.
 	LiveFleetSafe bool `json:"liveFleetSafe"`
-	// blockers are the remaining fleet blockers (for example legacy_incomplete_identity).
+	// blockerCount is the number of blockers, always complete.
 	// +optional
-	// +kubebuilder:validation:MaxItems=10000
+	BlockerCount int32 `json:"blockerCount,omitempty"`
+	// blockers are the fleet blockers (for example legacy_incomplete_identity): the first
+	// 500, sorted as the snapshot orders them.
+	// +optional
+	// +kubebuilder:validation:MaxItems=500
 	Blockers []FleetBlocker `json:"blockers,omitempty"`
 }
 
@@ -314,6 +319,12 @@ type RetirementPlanStatus struct {
 	// +kubebuilder:validation:MaxLength=2048
 	Message string `json:"message,omitempty"`
 
+	// snapshot is the fleet snapshot at plan time, read with the plan: stale, live and
+	// historical counts, liveFleetSafe and the blockers. postApply is the same view after
+	// the apply.
+	// +optional
+	Snapshot *PostApply `json:"snapshot,omitempty"`
+
 	// postApply reports the fleet after the apply.
 	// +optional
 	PostApply *PostApply `json:"postApply,omitempty"`
@@ -330,6 +341,9 @@ type RetirementPlanStatus struct {
 // +kubebuilder:printcolumn:name="Candidates",type=integer,JSONPath=`.status.candidateCount`
 // +kubebuilder:printcolumn:name="Preserved",type=integer,JSONPath=`.status.preservedCount`
 // +kubebuilder:printcolumn:name="Retired",type=integer,JSONPath=`.status.retiredCount`
+// +kubebuilder:printcolumn:name="Stale",type=integer,JSONPath=`.status.snapshot.staleWorkerCount`
+// +kubebuilder:printcolumn:name="Live",type=integer,JSONPath=`.status.snapshot.liveWorkerCount`
+// +kubebuilder:printcolumn:name="Safe",type=boolean,JSONPath=`.status.snapshot.liveFleetSafe`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RetirementPlan struct {
 	metav1.TypeMeta   `json:",inline"`

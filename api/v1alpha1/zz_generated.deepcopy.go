@@ -311,6 +311,11 @@ func (in *RetirementPlanStatus) DeepCopyInto(out *RetirementPlanStatus) {
 		*out = new(bool)
 		**out = **in
 	}
+	if in.Snapshot != nil {
+		in, out := &in.Snapshot, &out.Snapshot
+		*out = new(PostApply)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.PostApply != nil {
 		in, out := &in.PostApply, &out.PostApply
 		*out = new(PostApply)

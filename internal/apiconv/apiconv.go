@@ -114,8 +114,9 @@ func Snapshot(sum fleet.Summary) *fleetv1alpha1.PostApply {
 		LiveWorkerCount:       int32(sum.LiveCount),
 		HistoricalWorkerCount: int32(sum.HistoricalCount),
 		LiveFleetSafe:         sum.LiveFleetSafe,
+		BlockerCount:          int32(len(sum.Blockers)),
 	}
-	for _, b := range sum.Blockers {
+	for _, b := range sum.Blockers[:min(len(sum.Blockers), retirement.MaxListedAssessments)] {
 		out.Blockers = append(out.Blockers, fleetv1alpha1.FleetBlocker{Code: b.Code, WorkerIdentity: b.Worker, Detail: b.Detail})
 	}
 	return out

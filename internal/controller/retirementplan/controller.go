@@ -126,6 +126,7 @@ func (r *Reconciler) plan(ctx context.Context, plan *fleetv1alpha1.RetirementPla
 		return err
 	}
 	setPlanStatus(plan, fresh.plan, r.Clock.Now())
+	plan.Status.Snapshot = r.snapshotOf(plan.Namespace, fresh.items)
 	if err := r.Status().Update(ctx, plan); err != nil { // guarded by the resourceVersion read above
 		return fmt.Errorf("writing plan status: %w", err)
 	}

@@ -69,5 +69,13 @@ func (r *Reconciler) snapshot(ctx context.Context, namespace string) *fleetv1alp
 	if err := r.APIReader.List(ctx, regs, client.InNamespace(namespace)); err != nil {
 		return nil
 	}
-	return apiconv.Snapshot(fleet.Snapshot(apiconv.Members(regs.Items), r.Clock.Now()))
+	return r.snapshotOf(namespace, regs.Items)
+}
+
+// snapshotOf summarises registrations already read, and publishes the figures as the
+// namespace's gauges.
+func (r *Reconciler) snapshotOf(namespace string, items []fleetv1alpha1.WorkerRegistration) *fleetv1alpha1.PostApply {
+	sum := fleet.Snapshot(apiconv.Members(items), r.Clock.Now())
+	recordSnapshot(namespace, sum)
+	return apiconv.Snapshot(sum)
 }

@@ -3,6 +3,8 @@ package retirementplan
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/giteatools/fleet-controller/internal/fleet"
 )
 
 var (
@@ -27,6 +29,48 @@ var (
 	}, []string{"stage", "reason"})
 )
 
+// labelNamespace is the namespace label of the fleet gauges.
+const labelNamespace = "namespace"
+
+// The fleet snapshot of a namespace, as last read by a plan or an apply.
+var (
+	fleetWorkers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fleet_workers",
+		Help: "Worker registrations in the namespace's last fleet snapshot, by ownership state (live, stale, historical).",
+	}, []string{labelNamespace, "state"})
+
+	fleetSafe = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fleet_live_fleet_safe",
+		Help: "1 when the namespace's last fleet snapshot had no blocker (live_fleet_safe), else 0.",
+	}, []string{labelNamespace})
+
+	fleetBlockers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fleet_blockers",
+		Help: "Blockers in the namespace's last fleet snapshot, by code.",
+	}, []string{labelNamespace, "code"})
+)
+
 func init() {
-	metrics.Registry.MustRegister(plansTotal, approvalsTotal, retiredTotal, preservedTotal)
+	metrics.Registry.MustRegister(plansTotal, approvalsTotal, retiredTotal, preservedTotal, fleetWorkers, fleetSafe, fleetBlockers)
+}
+
+// recordSnapshot publishes a namespace's fleet snapshot as gauges. Blocker codes that no
+// longer occur are dropped.
+func recordSnapshot(namespace string, s fleet.Summary) {
+	fleetWorkers.WithLabelValues(namespace, fleet.Live).Set(float64(s.LiveCount))
+	fleetWorkers.WithLabelValues(namespace, fleet.Stale).Set(float64(s.StaleCount))
+	fleetWorkers.WithLabelValues(namespace, fleet.Historical).Set(float64(s.HistoricalCount))
+	safe := 0.0
+	if s.LiveFleetSafe {
+		safe = 1
+	}
+	fleetSafe.WithLabelValues(namespace).Set(safe)
+	fleetBlockers.DeletePartialMatch(prometheus.Labels{labelNamespace: namespace})
+	counts := map[string]int{}
+	for _, b := range s.Blockers {
+		counts[b.Code]++
+	}
+	for code, n := range counts {
+		fleetBlockers.WithLabelValues(namespace, code).Set(float64(n))
+	}
 }
