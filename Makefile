@@ -27,8 +27,9 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: manifests
-manifests: ## Generate CRDs and RBAC from the API types and kubebuilder markers.
+manifests: ## Generate CRDs and RBAC from the API types and kubebuilder markers (descriptions reflowed into paragraphs).
 	$(CONTROLLER_GEN) rbac:roleName=fleet-controller crd paths="./api/...;./internal/...;./cmd/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	go run ./hack/crd-paragraphs config/crd/bases/*.yaml
 
 .PHONY: generate
 generate: ## Generate DeepCopy methods.

@@ -329,6 +329,13 @@ var _ = Describe("RetirementPlan approval binding", func() {
 // output with every run of white space (kubectl wraps lines) folded into one space.
 func kubectlExplain(path string) string {
 	GinkgoHelper()
+	return strings.Join(strings.Fields(kubectlExplainRaw(path)), " ")
+}
+
+// kubectlExplainRaw runs kubectl explain path as a cluster administrator and returns its
+// output as kubectl printed it.
+func kubectlExplainRaw(path string) string {
+	GinkgoHelper()
 	admin, err := env.Environment.AddUser(envtest.User{Name: testenv.Uniq("binding-admin"), Groups: []string{"system:masters"}}, nil)
 	Expect(err).NotTo(HaveOccurred())
 	kubectl, err := admin.Kubectl()
@@ -339,7 +346,7 @@ func kubectlExplain(path string) string {
 	}
 	out, errOut, err := kubectl.Run("explain", path)
 	Expect(err).NotTo(HaveOccurred(), readAll(errOut))
-	return strings.Join(strings.Fields(readAll(out)), " ")
+	return readAll(out)
 }
 
 var _ = Describe("TaskClaim validation", func() {
