@@ -20,13 +20,13 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/localcp"
+	"github.com/giteatools/fleet-controller/internal/managercache"
 )
 
 var scheme = runtime.NewScheme()
@@ -114,15 +114,13 @@ func run(o options) error {
 		giteaToken = strings.TrimSpace(string(b))
 	}
 
-	cacheOpts := cache.Options{}
-	if o.namespaces != "" {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range strings.Split(o.namespaces, ",") {
-			if ns = strings.TrimSpace(ns); ns != "" {
-				cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-			}
+	var namespaces []string
+	for _, ns := range strings.Split(o.namespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			namespaces = append(namespaces, ns)
 		}
 	}
+	cacheOpts := managercache.Options(namespaces)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
