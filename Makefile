@@ -91,10 +91,16 @@ build: ## Build the manager binary.
 	go build -o bin/manager ./cmd
 
 .PHONY: run
-run: ## Run the manager: against $$KUBECONFIG/in-cluster, or an embedded local control plane when none is configured.
+run: ## Run the manager: against $$KUBECONFIG/in-cluster, or an embedded local control plane when none is configured; without --gitea-url in ARGS, with a local demo Gitea (hack/demo.sh).
 	@if [ -z "$${KUBECONFIG:-}" ] && [ ! -f "$$HOME/.kube/config" ] && [ -z "$${KUBERNETES_SERVICE_HOST:-}" ]; then \
 	  export KUBEBUILDER_ASSETS=$$(hack/envtest.sh | tail -n1); fi; \
-	go run ./cmd $(ARGS)
+	args="$(ARGS)"; \
+	case " $$args " in \
+	*" --gitea-url"*) ;; \
+	*) demoenv=$$(hack/demo.sh up); trap 'hack/demo.sh down' EXIT; source "$$demoenv"; \
+	   args="--gitea-url=$$GITEA_URL --gitea-token-file=$$FLEET_GITEA_TOKEN_FILE --repository=$$FLEET_REPOSITORY --banner-env-file=$$demoenv $$args" ;; \
+	esac; \
+	go run ./cmd $$args
 
 .PHONY: docker-build
 docker-build: ## Build the container image (needs a Docker engine).

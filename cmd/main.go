@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -52,6 +53,7 @@ type options struct {
 	crdDir         string
 	manifestDirs   []string
 	embedded       string
+	bannerEnvFile  string
 }
 
 func main() {
@@ -73,6 +75,7 @@ func main() {
 	flag.StringVar(&o.embedded, "embedded", "auto", "Start an embedded control plane: auto (when no kubeconfig or in-cluster config exists), always, never.")
 	// Production logging (JSON) by default; --zap-devel switches to development mode.
 	zapOpts := zap.Options{Development: false}
+	flag.StringVar(&o.bannerEnvFile, "banner-env-file", "", "File of `export` lines (and # comments) printed with the start-up block that says how to reach the controller; make run passes its local Gitea's here.")
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -91,11 +94,14 @@ func run(o options) error {
 	if o.claimTTL <= 0 {
 		return fmt.Errorf("--claim-ttl must be positive, got %s", o.claimTTL)
 	}
-	cfg, stop, err := restConfig(o)
+	cfg, kubeconfig, stop, err := restConfig(o)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	if err := printBanner(os.Stdout, kubeconfig, o.bannerEnvFile); err != nil {
+		return err
+	}
 
 	hostID := strings.TrimSpace(o.hostID)
 	if hostID == "" {
@@ -154,8 +160,9 @@ func run(o options) error {
 }
 
 // restConfig returns the cluster to run against: the usual kubeconfig / in-cluster lookup,
-// or an embedded control plane when there is none (or when asked for).
-func restConfig(o options) (*rest.Config, func(), error) {
+// or an embedded control plane when there is none (or when asked for), and then the
+// path of the embedded control plane's kubeconfig.
+func restConfig(o options) (*rest.Config, string, func(), error) {
 	log := ctrl.Log.WithName("setup")
 	useEmbedded := o.embedded == "always"
 	if o.embedded == "auto" {
@@ -164,21 +171,46 @@ func restConfig(o options) (*rest.Config, func(), error) {
 	if !useEmbedded {
 		cfg, err := ctrl.GetConfig()
 		if err != nil {
-			return nil, nil, fmt.Errorf("loading kubeconfig: %w", err)
+			return nil, "", nil, fmt.Errorf("loading kubeconfig: %w", err)
 		}
-		return cfg, func() {}, nil
+		return cfg, "", func() {}, nil
 	}
 	cp, err := localcp.Start(os.Getenv("KUBEBUILDER_ASSETS"), o.crdDir, o.manifestDirs...)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	log.Info("Embedded control plane is up; point kubectl at it with the line below", "kubeconfig", cp.KubeconfigPath)
-	fmt.Printf("\n    export KUBECONFIG=%s\n\n", cp.KubeconfigPath)
-	return cp.Config, func() {
+	log.Info("Embedded control plane is up; point kubectl at it with the lines below", "kubeconfig", cp.KubeconfigPath)
+	return cp.Config, cp.KubeconfigPath, func() {
 		if err := cp.Stop(); err != nil && !errors.Is(err, context.Canceled) {
 			log.Error(err, "Stopping the embedded control plane")
 		}
 	}, nil
+}
+
+// printBanner prints, as one indented block to paste into a shell, what a user needs to
+// reach this controller: the embedded control plane's KUBECONFIG and the lines of
+// envFile (make run's local Gitea). It prints nothing when there is neither.
+func printBanner(w io.Writer, kubeconfig, envFile string) error {
+	var lines []string
+	if kubeconfig != "" {
+		lines = append(lines, "export KUBECONFIG="+kubeconfig)
+	}
+	if envFile != "" {
+		b, err := os.ReadFile(envFile)
+		if err != nil {
+			return fmt.Errorf("reading --banner-env-file: %w", err)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				lines = append(lines, l)
+			}
+		}
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "\n    %s\n\n", strings.Join(lines, "\n    "))
+	return err
 }
 
 func clusterConfigured() bool {
