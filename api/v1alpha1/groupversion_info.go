@@ -27,6 +27,7 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 	scheme.AddKnownTypes(GroupVersion,
 		&WorkerRegistration{}, &WorkerRegistrationList{},
 		&RetirementPlan{}, &RetirementPlanList{},
+		&RetirementPlanPage{}, &RetirementPlanPageList{},
 		&TaskClaim{}, &TaskClaimList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)

@@ -328,6 +328,12 @@ type RetirementPlanStatus struct {
 	// postApply reports the fleet after the apply.
 	// +optional
 	PostApply *PostApply `json:"postApply,omitempty"`
+
+	// pages says where the full candidates and preserved lists are: RetirementPlanPage
+	// objects owned by this plan, written with the plan. The lists in this status stop at
+	// 500 rows each; the pages hold every row with its reason, detail and evidence.
+	// +optional
+	Pages *RetirementPlanPages `json:"pages,omitempty"`
 }
 
 // RetirementPlan plans the retirement of stale worker registrations as a dry run, and

@@ -72,6 +72,8 @@ type Reconciler struct {
 	Fence    Fence
 	Clock    clock.PassiveClock
 	Recorder events.EventRecorder
+	// PageRows caps the rows of one RetirementPlanPage (zero: retirement.PageMaxRows).
+	PageRows int
 	// BeforeWrite, when set, runs right before each row's fence check and guarded write.
 	// It is a test seam for interleaving concurrent changes.
 	BeforeWrite func(ctx context.Context, worker string)
@@ -125,7 +127,12 @@ func (r *Reconciler) plan(ctx context.Context, plan *fleetv1alpha1.RetirementPla
 	if err != nil {
 		return err
 	}
+	pages, err := r.writePages(ctx, plan, fresh.plan)
+	if err != nil {
+		return err
+	}
 	setPlanStatus(plan, fresh.plan, r.Clock.Now())
+	plan.Status.Pages = pages
 	plan.Status.Snapshot = r.snapshotOf(plan.Namespace, fresh.items)
 	if err := r.Status().Update(ctx, plan); err != nil { // guarded by the resourceVersion read above
 		return fmt.Errorf("writing plan status: %w", err)

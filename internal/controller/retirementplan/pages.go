@@ -1,0 +1,115 @@
+package retirementplan
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/apiconv"
+	"github.com/giteatools/fleet-controller/internal/retirement"
+)
+
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplanpages,verbs=get;list;create;update;delete
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplans/finalizers,verbs=update
+
+// writePages writes the plan's full candidates and preserved lists as RetirementPlanPages
+// owned by the plan, and removes pages of an earlier attempt that the lists no longer
+// fill. It runs before the plan's status is written, so a status that names its pages
+// finds them. Pages are read and written straight through the API server: the manager
+// never caches them, whatever the fleet's size.
+func (r *Reconciler) writePages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, p retirement.Plan) (*fleetv1alpha1.RetirementPlanPages, error) {
+	want := map[string]bool{}
+	out := &fleetv1alpha1.RetirementPlanPages{Selector: fleetv1alpha1.PlanLabel + "=" + plan.Name}
+	for _, list := range []struct {
+		name  string
+		short string
+		rows  []retirement.Assessment
+		count *int32
+	}{
+		{fleetv1alpha1.PageListCandidates, "c", p.Candidates, &out.Candidates},
+		{fleetv1alpha1.PageListPreserved, "p", p.Preserved, &out.Preserved},
+	} {
+		pages := retirement.Paginate(list.rows, r.pageRows(), retirement.PageMaxBytes)
+		*list.count = int32(len(pages))
+		for i, rows := range pages {
+			page := &fleetv1alpha1.RetirementPlanPage{
+				ObjectMeta: metav1.ObjectMeta{Name: pageName(plan.Name, list.short, i+1), Namespace: plan.Namespace},
+			}
+			want[page.Name] = true
+			fill := func() error {
+				page.Labels = map[string]string{fleetv1alpha1.PlanLabel: plan.Name}
+				page.OwnerReferences = nil
+				page.Plan, page.PlanUID, page.List = plan.Name, string(plan.UID), list.name
+				page.Page, page.PageCount, page.RowCount = int32(i+1), int32(len(pages)), int32(len(rows))
+				page.Rows = apiconv.Assessments(rows)
+				return controllerutil.SetControllerReference(plan, page, r.Scheme())
+			}
+			if err := r.putPage(ctx, page, fill); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var existing fleetv1alpha1.RetirementPlanPageList
+	if err := r.APIReader.List(ctx, &existing, client.InNamespace(plan.Namespace), client.MatchingLabels{fleetv1alpha1.PlanLabel: plan.Name}); err != nil {
+		return nil, fmt.Errorf("listing the plan's pages: %w", err)
+	}
+	for i := range existing.Items {
+		if old := &existing.Items[i]; !want[old.Name] {
+			if err := r.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
+				return nil, fmt.Errorf("deleting stale page %s: %w", old.Name, err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// putPage creates a page, or overwrites the one an earlier attempt (or a deleted plan of
+// the same name) left under its name.
+func (r *Reconciler) putPage(ctx context.Context, page *fleetv1alpha1.RetirementPlanPage, fill func() error) error {
+	if err := fill(); err != nil {
+		return err
+	}
+	err := r.Create(ctx, page)
+	if !apierrors.IsAlreadyExists(err) {
+		if err != nil {
+			return fmt.Errorf("creating page %s: %w", page.Name, err)
+		}
+		return nil
+	}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(page), page); err != nil {
+		return fmt.Errorf("reading page %s: %w", page.Name, err)
+	}
+	if err := fill(); err != nil {
+		return err
+	}
+	if err := r.Update(ctx, page); err != nil {
+		return fmt.Errorf("updating page %s: %w", page.Name, err)
+	}
+	return nil
+}
+
+// pageName is "<plan>-<c|p><number>", with the plan's name shortened and hashed when the
+// result would exceed the 253 characters of an object name.
+func pageName(plan, list string, n int) string {
+	suffix := fmt.Sprintf("-%s%04d", list, n)
+	if len(plan)+len(suffix) <= 253 {
+		return plan + suffix
+	}
+	sum := sha256.Sum256([]byte(plan))
+	return plan[:253-len(suffix)-11] + "-" + hex.EncodeToString(sum[:5]) + suffix
+}
+
+// pageRows is how many rows a page holds at most.
+func (r *Reconciler) pageRows() int {
+	if r.PageRows > 0 {
+		return r.PageRows
+	}
+	return retirement.PageMaxRows
+}
