@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,6 +16,9 @@ import (
 	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
+
+// pageWriters is how many pages are written at once.
+const pageWriters = 4
 
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplanpages,verbs=get;list;create;update;delete
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplans/finalizers,verbs=update
@@ -26,6 +30,10 @@ import (
 // never caches them, whatever the fleet's size.
 func (r *Reconciler) writePages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, p retirement.Plan) (*fleetv1alpha1.RetirementPlanPages, error) {
 	want := map[string]bool{}
+	// Pages are independent objects: they are written concurrently, a few at a time, so
+	// the API server's decoding and storage of one overlaps with the next.
+	writes, wctx := errgroup.WithContext(ctx)
+	writes.SetLimit(pageWriters)
 	out := &fleetv1alpha1.RetirementPlanPages{Selector: fleetv1alpha1.PlanLabel + "=" + plan.Name}
 	for _, list := range []struct {
 		name  string
@@ -39,6 +47,7 @@ func (r *Reconciler) writePages(ctx context.Context, plan *fleetv1alpha1.Retirem
 		pages := retirement.Paginate(list.rows, r.pageRows(), retirement.PageMaxBytes)
 		*list.count = int32(len(pages))
 		for i, rows := range pages {
+			list := list
 			page := &fleetv1alpha1.RetirementPlanPage{
 				ObjectMeta: metav1.ObjectMeta{Name: pageName(plan.Name, list.short, i+1), Namespace: plan.Namespace},
 			}
@@ -51,10 +60,11 @@ func (r *Reconciler) writePages(ctx context.Context, plan *fleetv1alpha1.Retirem
 				page.Rows = apiconv.Assessments(rows)
 				return controllerutil.SetControllerReference(plan, page, r.Scheme())
 			}
-			if err := r.putPage(ctx, page, fill); err != nil {
-				return nil, err
-			}
+			writes.Go(func() error { return r.putPage(wctx, page, fill) })
 		}
+	}
+	if err := writes.Wait(); err != nil {
+		return nil, err
 	}
 	var existing fleetv1alpha1.RetirementPlanPageList
 	if err := r.APIReader.List(ctx, &existing, client.InNamespace(plan.Namespace), client.MatchingLabels{fleetv1alpha1.PlanLabel: plan.Name}); err != nil {
