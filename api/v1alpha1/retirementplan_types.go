@@ -334,6 +334,76 @@ type RetirementPlanStatus struct {
 	// 500 rows each; the pages hold every row with its reason, detail and evidence.
 	// +optional
 	Pages *RetirementPlanPages `json:"pages,omitempty"`
+
+	// applyProgress records the apply while it runs, so that exactly one applier writes
+	// rows and a crash, a failover or a lost final status write cannot lose the report.
+	// Before its first row write the applier records here, in one compare-and-swap write,
+	// that the apply started, who runs it and which rows it will write; only that writer
+	// writes rows, renewing renewedAt as it goes. A hold not renewed for the takeover
+	// timeout (60 s by default) is taken over by another reconcile, which writes no row
+	// and completes the report from what the rows show (reason ApplyInterrupted, rows not
+	// retired preserved as apply_interrupted). Absent until an approved apply starts.
+	// +optional
+	ApplyProgress *ApplyProgress `json:"applyProgress,omitempty"`
+}
+
+// Apply states (status.applyProgress.state), defined in internal/retirement.
+const (
+	ApplyStateInProgress = retirement.ApplyInProgress
+	ApplyStateFinished   = retirement.ApplyFinished
+)
+
+// ReasonApplyInterrupted is used when the applier stopped before writing its report and a
+// takeover completed the report from the rows (Ready=False, Stalled=True, Applied=False).
+const ReasonApplyInterrupted = retirement.ConditionApplyInterrupted
+
+// ApplyProgress is an apply's recorded intent and its single applier's hold on the plan.
+type ApplyProgress struct {
+	// state is InProgress from the recorded intent until the report is written, then
+	// Finished.
+	// +required
+	// +kubebuilder:validation:Enum=InProgress;Finished
+	State string `json:"state"`
+
+	// applier is the instance id of the controller that holds the apply (its host name
+	// and a random suffix, minted once per process). Only the holder writes rows and the
+	// report.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Applier string `json:"applier"`
+
+	// startedAt is when the intent was recorded. A row counts as retired by this apply
+	// only if its retiredAt is not before it.
+	// +required
+	StartedAt metav1.Time `json:"startedAt"`
+
+	// renewedAt is the holder's last renewal. Once it is older than the takeover
+	// timeout, another reconcile may take the apply over.
+	// +required
+	RenewedAt metav1.MicroTime `json:"renewedAt"`
+
+	// intendedCount is the number of rows the apply set out to write.
+	// +optional
+	IntendedCount int32 `json:"intendedCount"`
+
+	// intended names the rows the apply set out to write, sorted (at most the 2000 an
+	// approval names). Cleared when the report is written: retired and applyPreserved
+	// then name every one of them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=2000
+	// +kubebuilder:validation:items:MaxLength=253
+	Intended []string `json:"intended,omitempty"`
+
+	// retiredSoFar is the number of rows the holder had retired at its last renewal.
+	// +optional
+	RetiredSoFar int32 `json:"retiredSoFar,omitempty"`
+
+	// takenOverFrom is the applier whose lapsed hold this holder took over, when it did.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	TakenOverFrom string `json:"takenOverFrom,omitempty"`
 }
 
 // RetirementPlan plans the retirement of stale worker registrations as a dry run, and

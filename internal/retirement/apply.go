@@ -360,6 +360,10 @@ type ApplyReport struct {
 	// an error). Such a run is never a clean apply: Retired says exactly
 	// which rows were written.
 	Interrupted bool
+	// Recovered is true when the applier stopped before writing its report and a
+	// takeover completed it from what the rows show (CompleteInterrupted). Such a report
+	// is Interrupted too.
+	Recovered bool
 	// Detail explains an interruption or a stop.
 	Detail string
 }

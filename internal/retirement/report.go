@@ -110,7 +110,8 @@ type ApplyVerdict struct {
 	// Success is status.success: true only for a run that was not interrupted and did
 	// not fail (a partial apply is never a success, though its retired rows stay retired).
 	Success bool
-	// Complete is status.applyComplete: set only for the applied outcome.
+	// Complete is status.applyComplete: set for the applied outcome and for an
+	// interrupted apply whose report a takeover completed (always false then).
 	Complete *bool
 	// Reason is one of the Condition* apply reasons.
 	Reason string
@@ -124,6 +125,10 @@ func JudgeApply(rep ApplyReport) ApplyVerdict {
 	complete := func(b bool) *bool { return &b }
 	v := ApplyVerdict{Success: rep.Outcome != OutcomeTransactionFailed && !rep.Interrupted}
 	switch {
+	case rep.Recovered:
+		v.Success = false
+		v.Reason, v.Complete = ConditionApplyInterrupted, complete(false)
+		v.Message = fmt.Sprintf("Interrupted apply: %d row(s) retired before the applier stopped; %s; see applyPreserved for the rest", rep.RetiredCount, rep.Detail)
 	case rep.Outcome == OutcomeTransactionFailed:
 		v.Reason, v.Message = ConditionApplyFailed, "Nothing was retired: "+rep.Detail
 	case rep.Outcome == OutcomeApplied && rep.Interrupted:

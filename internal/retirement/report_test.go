@@ -86,6 +86,12 @@ func TestJudgeApply(t *testing.T) {
 		{"registry moved", ApplyReport{Outcome: OutcomeRegistryRevisionMoved}, false, false, true, nil, ConditionApplyRefused},
 		{"candidates moved", ApplyReport{Outcome: OutcomeCandidateSetMoved}, false, false, true, nil, ConditionApplyRefused},
 		{"transaction failed", ApplyReport{Outcome: OutcomeTransactionFailed, Detail: "boom"}, false, false, false, nil, ConditionApplyFailed},
+		{"interrupted apply completed by a takeover", ApplyReport{Outcome: OutcomeApplied, RetiredCount: 2, Interrupted: true, Recovered: true, Detail: "stopped"},
+			false, false, false, &no, ConditionApplyInterrupted},
+		{"interrupted apply completed by a takeover, every row retired", ApplyReport{Outcome: OutcomeApplied, RetiredCount: 5, Interrupted: true, Recovered: true},
+			false, false, false, &no, ConditionApplyInterrupted},
+		{"interrupted apply that retired nothing", ApplyReport{Outcome: OutcomeTransactionFailed, Interrupted: true, Recovered: true},
+			false, false, false, &no, ConditionApplyInterrupted},
 	}
 	for _, tt := range tests {
 		v := JudgeApply(tt.rep)

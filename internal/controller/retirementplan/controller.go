@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
@@ -77,6 +78,20 @@ type Reconciler struct {
 	// BeforeWrite, when set, runs right before each row's fence check and guarded write.
 	// It is a test seam for interleaving concurrent changes.
 	BeforeWrite func(ctx context.Context, worker string)
+
+	// The single applier (intent.go).
+
+	// ApplierID names this applier in status.applyProgress (empty: ProcessApplierID, the
+	// host name and a random suffix minted once per process).
+	ApplierID string
+	// TakeoverTimeout is how long an apply's hold lasts without renewal before another
+	// reconcile takes it over and completes the report (zero:
+	// retirement.DefaultTakeoverTimeout).
+	TakeoverTimeout time.Duration
+	// AfterWrite, when set, runs right after each successful row write. An error abandons
+	// the apply at once, writing nothing more (no row, no renewal, no report), as if the
+	// process had died there: a test seam for crashes between two row writes.
+	AfterWrite func(ctx context.Context, worker string) error
 }
 
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplans,verbs=get;list;watch
@@ -92,6 +107,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	logger := log.FromContext(ctx) // carries the RetirementPlan's namespace and name
+
+	// An apply recorded as in progress: wait for its holder, or take over a lapsed hold
+	// and complete the report from the rows (intent.go). Nothing else touches such a plan.
+	if applyInProgress(plan) {
+		return r.settleApply(ctx, plan)
+	}
+
 	if plan.Status.Outcome != "" && plan.Status.Outcome != retirement.OutcomePlanned {
 		return ctrl.Result{}, nil // applied (or refused) once; a new attempt is a new plan
 	}
@@ -116,9 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{RequeueAfter: r.nextApproverCheck(plan.UID)}, nil
 	}
 	r.refusals.Delete(plan.UID)
-	report, post := r.apply(ctx, plan)
-	logger.Info("Applied", "outcome", report.Outcome, "retired", report.RetiredCount, "interrupted", report.Interrupted)
-	return ctrl.Result{}, r.writeApplyStatus(ctx, plan, report, post)
+	return r.applyApproved(ctx, plan) // apply.go: intent, guarded row writes, report
 }
 
 // plan computes the dry-run plan and writes it to status.

@@ -23,6 +23,17 @@ var (
 		Help: "WorkerRegistrations retired by an applied RetirementPlan.",
 	})
 
+	takeoversTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fleet_retirement_apply_takeovers_total",
+		Help: "Applies whose applier stopped renewing its hold and whose report another reconcile completed from the rows.",
+	})
+
+	refusedAppliersTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleet_retirement_apply_refused_appliers_total",
+		Help: "Times an applier found a plan's apply held by another (or finished) and wrote nothing, by stage " +
+			"(wait: found it held; intent: lost the race to record the intent; renew: lost the hold mid-apply; report: lost it before the report).",
+	}, []string{"stage"})
+
 	preservedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fleet_registrations_preserved_total",
 		Help: "Registrations preserved by a plan or an apply, by reason code.",
@@ -51,7 +62,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(plansTotal, approvalsTotal, retiredTotal, preservedTotal, fleetWorkers, fleetSafe, fleetBlockers)
+	metrics.Registry.MustRegister(plansTotal, approvalsTotal, retiredTotal, takeoversTotal, refusedAppliersTotal, preservedTotal, fleetWorkers, fleetSafe, fleetBlockers)
 }
 
 // recordSnapshot publishes a namespace's fleet snapshot as gauges. Blocker codes that no

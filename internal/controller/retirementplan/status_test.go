@@ -93,6 +93,10 @@ func TestSetApplyStatus(t *testing.T) {
 		{"registry moved", retirement.ApplyReport{Outcome: retirement.OutcomeRegistryRevisionMoved}, "False", "True", "False", true},
 		{"transaction failed", retirement.ApplyReport{Outcome: retirement.OutcomeTransactionFailed}, "False", "True", "False", false},
 		{"already retired", retirement.ApplyReport{Outcome: retirement.OutcomeAlreadyRetired}, "True", "", "False", true},
+		{"interrupted, completed by a takeover", retirement.ApplyReport{Outcome: retirement.OutcomeApplied, RetiredCount: 2, Retired: []string{"a", "b"},
+			MutationPerformed: true, Interrupted: true, Recovered: true}, "False", "True", "False", false},
+		{"interrupted before any row, completed by a takeover", retirement.ApplyReport{Outcome: retirement.OutcomeTransactionFailed,
+			Interrupted: true, Recovered: true}, "False", "True", "False", false},
 	}
 	for _, tt := range tests {
 		plan := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Generation: 4}}

@@ -1,0 +1,38 @@
+package crd_test
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+)
+
+var _ = Describe("RetirementPlan status.applyProgress", func() {
+	It("accepts a recorded intent and refuses an unknown state or an empty applier", func() {
+		p := newPlan()
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		now := metav1.Now()
+		p.Status.ApplyProgress = &fleetv1alpha1.ApplyProgress{State: fleetv1alpha1.ApplyStateInProgress, Applier: "host-a-x1y2z",
+			StartedAt: now, RenewedAt: metav1.NowMicro(), IntendedCount: 2, Intended: []string{"a", "b"}}
+		Expect(k8sClient.Status().Update(ctx, p)).To(Succeed())
+		rv := p.ResourceVersion
+
+		paused := p.DeepCopy()
+		paused.Status.ApplyProgress.State = "Paused"
+		expectInvalid(k8sClient.Status().Update(ctx, paused), "status.applyProgress.state")
+		anonymous := p.DeepCopy()
+		anonymous.Status.ApplyProgress.Applier = ""
+		expectInvalid(k8sClient.Status().Update(ctx, anonymous), "status.applyProgress.applier")
+		expectUnchanged(p, rv)
+	})
+
+	It("is explained by kubectl explain", func() {
+		text := kubectlExplain("retirementplan.status.applyProgress")
+		for _, want := range []string{"exactly one applier", "compare-and-swap", "takeover timeout", "apply_interrupted", "ApplyInterrupted"} {
+			Expect(text).To(ContainSubstring(want))
+		}
+		Expect(kubectlExplain("retirementplan.status.applyProgress.renewedAt")).To(ContainSubstring("take the apply over"))
+		Expect(kubectlExplain("retirementplan.status.applyProgress.startedAt")).To(ContainSubstring("retiredAt"))
+	})
+})
