@@ -23,7 +23,7 @@ import (
 // Refusal is a claim's typed refusal: status.result of a Rejected claim. It names only
 // the requested target.
 type Refusal struct {
-	Claim  string                     `json:"claim"`
+	Claim  string                    `json:"claim"`
 	Result fleetv1alpha1.ClaimResult `json:"result"`
 }
 

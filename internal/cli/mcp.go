@@ -581,5 +581,3 @@ func (t *mcpTools) doOpenPR(ctx context.Context, in OpenPRInput) (*WriteOutput, 
 	}
 	return &WriteOutput{Done: "opened", ID: pr.ID, URL: pr.HTMLURL, Number: pr.Index}, nil
 }
-
-
