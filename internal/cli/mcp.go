@@ -41,6 +41,9 @@ type mcpTools struct {
 	o   *Options
 	cfg MCPConfig
 
+	// resolve picks a write's target (t.target; tests stand in for the API server).
+	resolve func(ctx context.Context, number int64) (writeTarget, error)
+
 	mu       sync.Mutex
 	token    string
 	tokenExp time.Time
@@ -53,6 +56,12 @@ func (o *Options) NewMCPServer(cfg MCPConfig) *mcp.Server {
 		cfg.Timeout = 2 * time.Minute
 	}
 	t := &mcpTools{o: o, cfg: cfg}
+	t.resolve = t.target
+	return t.server()
+}
+
+// server registers the tools.
+func (t *mcpTools) server() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "kubectl-fleet", Version: Version}, &mcp.ServerOptions{
 		Instructions: "Tools of one fleet worker. Inspect a target, then claim it; the controller derives your role. " +
 			"A refused claim is final: inspect fresh state before choosing again. Gitea writes go through the " +
@@ -444,7 +453,7 @@ func (t *mcpTools) doComment(ctx context.Context, in CommentInput) (*WriteOutput
 	if strings.TrimSpace(in.Body) == "" {
 		return nil, errors.New("body must not be empty")
 	}
-	wt, err := t.target(ctx, in.Number)
+	wt, err := t.resolve(ctx, in.Number)
 	if err != nil {
 		return nil, err
 	}
@@ -488,7 +497,7 @@ func (t *mcpTools) doReview(ctx context.Context, number int64, body string, stat
 	if state != gitea.ReviewStateApproved && strings.TrimSpace(body) == "" {
 		return nil, errors.New("body must not be empty")
 	}
-	wt, err := t.target(ctx, number)
+	wt, err := t.resolve(ctx, number)
 	if err != nil {
 		return nil, err
 	}
@@ -526,7 +535,7 @@ func (t *mcpTools) doMerge(ctx context.Context, in MergeInput) (*WriteOutput, er
 	default:
 		return nil, fmt.Errorf("style %q: use merge, rebase, rebase-merge or squash", in.Style)
 	}
-	wt, err := t.target(ctx, in.Number)
+	wt, err := t.resolve(ctx, in.Number)
 	if err != nil {
 		return nil, err
 	}
@@ -539,7 +548,8 @@ func (t *mcpTools) doMerge(ctx context.Context, in MergeInput) (*WriteOutput, er
 		return nil, rr.typed(err)
 	}
 	if !ok {
-		return nil, errors.New("the gateway did not merge the pull request")
+		// The SDK reports a refused merge as false, not as an error.
+		return nil, rr.typed(errors.New("the gateway did not merge the pull request"))
 	}
 	return &WriteOutput{Done: "merged", Number: wt.number}, nil
 }
@@ -563,7 +573,7 @@ func (t *mcpTools) doOpenPR(ctx context.Context, in OpenPRInput) (*WriteOutput, 
 	if in.Base == "" {
 		in.Base = "main"
 	}
-	wt, err := t.target(ctx, 0)
+	wt, err := t.resolve(ctx, 0)
 	if err != nil {
 		return nil, err
 	}

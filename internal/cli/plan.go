@@ -232,14 +232,19 @@ func approvalFor(p *fleetv1alpha1.RetirementPlan, binding, user string, groups [
 
 // approvalManifest is the plan as a GitOps repository holds it: its scope and approval,
 // no status and no server-side metadata.
-func approvalManifest(p *fleetv1alpha1.RetirementPlan, a *fleetv1alpha1.RetirementApproval) *fleetv1alpha1.RetirementPlan {
-	m := &fleetv1alpha1.RetirementPlan{
-		TypeMeta:   metav1.TypeMeta{APIVersion: fleetv1alpha1.GroupVersion.String(), Kind: "RetirementPlan"},
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
-		Spec:       *p.Spec.DeepCopy(),
+func approvalManifest(p *fleetv1alpha1.RetirementPlan, a *fleetv1alpha1.RetirementApproval) (*unstructured.Unstructured, error) {
+	spec := *p.Spec.DeepCopy()
+	spec.Approval = a
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&spec)
+	if err != nil {
+		return nil, err
 	}
-	m.Spec.Approval = a
-	return m
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": m}}
+	u.SetAPIVersion(fleetv1alpha1.GroupVersion.String())
+	u.SetKind("RetirementPlan")
+	u.SetName(p.Name)
+	u.SetNamespace(p.Namespace)
+	return u, nil
 }
 
 func newApproveCommand(o *Options) *cobra.Command {
@@ -304,9 +309,12 @@ heartbeats do not void it; Registry binds the whole registry of the namespace.`,
 			if err != nil {
 				return err
 			}
-			m := approvalManifest(p, a)
 			if !apply {
-				return out.print(o.Streams.Out, m, func(w io.Writer, _ bool) error { return printYAML(w, m) })
+				m, err := approvalManifest(p, a)
+				if err != nil {
+					return err
+				}
+				return out.print(o.Streams.Out, m, func(w io.Writer, _ bool) error { return printYAML(w, m.Object) })
 			}
 			base := p.DeepCopy()
 			p.Spec.Approval = a
