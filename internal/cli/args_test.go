@@ -153,9 +153,9 @@ func TestDefaultNameAndInstanceID(t *testing.T) {
 		t.Fatalf("instance id %q", id)
 	}
 	for identity, want := range map[string]string{
-		"bot-alice":   "bot-alice-",
-		"Bot_Alice.2": "bot-alice-2-",
-		"___":         "worker-",
+		"bot-alice":             "bot-alice-",
+		"Bot_Alice.2":           "bot-alice-2-",
+		"___":                   "worker-",
 		strings.Repeat("x", 60): strings.Repeat("x", 40) + "-",
 	} {
 		got := defaultName(identity, "inst-0123456789abcdef")

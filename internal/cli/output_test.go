@@ -193,12 +193,30 @@ func TestApprovalFor(t *testing.T) {
 	}
 
 	refused := map[string]func(p *fleetv1alpha1.RetirementPlan) (binding, user string){
-		"not ready":         func(p *fleetv1alpha1.RetirementPlan) (string, string) { p.Status.Outcome = ""; return "CandidateSet", "alice" },
-		"stale generation":  func(p *fleetv1alpha1.RetirementPlan) (string, string) { p.Generation = 2; return "CandidateSet", "alice" },
-		"already approved":  func(p *fleetv1alpha1.RetirementPlan) (string, string) { p.Spec.Approval = &fleetv1alpha1.RetirementApproval{}; return "CandidateSet", "alice" },
-		"applied":           func(p *fleetv1alpha1.RetirementPlan) (string, string) { p.Status.Outcome = "applied"; return "CandidateSet", "alice" },
-		"no candidates":     func(p *fleetv1alpha1.RetirementPlan) (string, string) { p.Status.CandidateCount = 0; return "CandidateSet", "alice" },
-		"too many":          func(p *fleetv1alpha1.RetirementPlan) (string, string) { p.Status.CandidateCount = 2001; return "CandidateSet", "alice" },
+		"not ready": func(p *fleetv1alpha1.RetirementPlan) (string, string) {
+			p.Status.Outcome = ""
+			return "CandidateSet", "alice"
+		},
+		"stale generation": func(p *fleetv1alpha1.RetirementPlan) (string, string) {
+			p.Generation = 2
+			return "CandidateSet", "alice"
+		},
+		"already approved": func(p *fleetv1alpha1.RetirementPlan) (string, string) {
+			p.Spec.Approval = &fleetv1alpha1.RetirementApproval{}
+			return "CandidateSet", "alice"
+		},
+		"applied": func(p *fleetv1alpha1.RetirementPlan) (string, string) {
+			p.Status.Outcome = "applied"
+			return "CandidateSet", "alice"
+		},
+		"no candidates": func(p *fleetv1alpha1.RetirementPlan) (string, string) {
+			p.Status.CandidateCount = 0
+			return "CandidateSet", "alice"
+		},
+		"too many": func(p *fleetv1alpha1.RetirementPlan) (string, string) {
+			p.Status.CandidateCount = 2001
+			return "CandidateSet", "alice"
+		},
 		"unknown binding":   func(*fleetv1alpha1.RetirementPlan) (string, string) { return "Everything", "alice" },
 		"no approving user": func(*fleetv1alpha1.RetirementPlan) (string, string) { return "CandidateSet", "" },
 		"ready false": func(p *fleetv1alpha1.RetirementPlan) (string, string) {
