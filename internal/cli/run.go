@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -115,7 +116,9 @@ func (o *Options) runWorker(cmd *cobra.Command, c client.Client, f *registerFlag
 	child.Env = append(withoutEnv(os.Environ(), EnvWorker, EnvNamespace, envExecShim),
 		EnvWorker+"="+name, EnvNamespace+"="+ns, envExecShim+"=1")
 	child.ExtraFiles = []*os.File{gateR}
-	child.Stdin, child.Stdout, child.Stderr = o.Streams.In, o.Streams.Out, o.Streams.ErrOut
+	// The command's stderr and this launcher's messages share one writer.
+	errOut := &syncWriter{w: o.Streams.ErrOut}
+	child.Stdin, child.Stdout, child.Stderr = o.Streams.In, o.Streams.Out, errOut
 	// Signals are passed on to the command, not acted on here.
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -139,10 +142,10 @@ func (o *Options) runWorker(cmd *cobra.Command, c client.Client, f *registerFlag
 		return abort(err)
 	}
 	wr := f.registration(ns, name, inst, p)
-	if err := o.register(ctx, c, wr, f.serviceAccount, o.Streams.ErrOut); err != nil {
+	if err := o.register(ctx, c, wr, f.serviceAccount, errOut); err != nil {
 		return abort(err)
 	}
-	fmt.Fprintf(o.Streams.ErrOut, "kubectl fleet run: registered %s/%s (pid %d)\n", ns, name, p.PID)
+	fmt.Fprintf(errOut, "kubectl fleet run: registered %s/%s (pid %d)\n", ns, name, p.PID)
 	if _, err := gateW.Write([]byte("go")); err != nil {
 		return abort(fmt.Errorf("starting %s: %w", args[0], err))
 	}
@@ -159,7 +162,7 @@ func (o *Options) runWorker(cmd *cobra.Command, c client.Client, f *registerFlag
 			// The heartbeat must not outlive the command: a renewal racing the exit is
 			// harmless, since the pid is gone either way.
 			if err := o.heartbeat(ctx, c, key); err != nil && ctx.Err() == nil {
-				fmt.Fprintf(o.Streams.ErrOut, "kubectl fleet run: heartbeat of %s failed: %v\n", name, err)
+				fmt.Fprintf(errOut, "kubectl fleet run: heartbeat of %s failed: %v\n", name, err)
 			}
 		case err := <-exited:
 			return exitOf(err)
@@ -195,4 +198,16 @@ outer:
 		out = append(out, kv)
 	}
 	return out
+}
+
+// syncWriter serialises writes from the launcher and the copy of its command's output.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
