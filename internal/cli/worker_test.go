@@ -88,7 +88,9 @@ var _ = Describe("register, heartbeat and run", func() {
 		By("keeping it up with --every until the command is stopped")
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan result, 1)
-		go func() { done <- fleetCmd(runCtx, ns, map[string]string{cli.EnvWorker: name}, "heartbeat", "--every", "1s") }()
+		go func() {
+			done <- fleetCmd(runCtx, ns, map[string]string{cli.EnvWorker: name}, "heartbeat", "--every", "1s")
+		}()
 		Eventually(func() time.Time { return getWR(ns, name).Status.LastHeartbeatAt.Time }).Should(BeTemporally(">", second.Add(time.Second)))
 		stop()
 		var end result
