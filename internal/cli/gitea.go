@@ -80,7 +80,7 @@ func (o *Options) readClient(ctx context.Context, c client.Client, ns, worker st
 // newGiteaClient returns an SDK client that sends token as a bearer token (Gitea and the
 // gateway both accept it); a non-nil refusals records the gateway's 403 answers.
 func newGiteaClient(ctx context.Context, url, token string, refusals *refusalRecorder) (*gitea.Client, error) {
-	var rt http.RoundTripper = http.DefaultTransport
+	rt := http.DefaultTransport
 	if refusals != nil {
 		refusals.next = rt
 		rt = refusals
