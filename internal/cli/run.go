@@ -134,7 +134,7 @@ func (o *Options) runWorker(cmd *cobra.Command, c client.Client, f *registerFlag
 
 	abort := func(err error) error {
 		_ = gateW.Close() // the helper exits without running the command
-		<-exited //nolint:errcheck // the helper exits at once; its status says nothing more
+		<-exited          //nolint:errcheck // the helper exits at once; its status says nothing more
 		return err
 	}
 	p, err := o.processFacts(int64(child.Process.Pid), f.hostID)
