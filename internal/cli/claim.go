@@ -116,22 +116,43 @@ func (o *Options) acquire(ctx context.Context, c client.Client, ns string, req c
 		}
 		return nil, fmt.Errorf("creating the TaskClaim: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, req.timeout)
+	wctx, cancel := context.WithTimeout(ctx, req.timeout)
 	defer cancel()
-	got, err := o.waitClaim(ctx, c, tc, pg, "waiting for validation", func(tc *fleetv1alpha1.TaskClaim) bool {
+	got, err := o.waitClaim(wctx, c, tc, pg, "waiting for validation", func(tc *fleetv1alpha1.TaskClaim) bool {
 		return tc.Status.Phase == fleetv1alpha1.ClaimPhaseValidated && tc.Status.Validation != nil
 	})
-	if err != nil {
-		return got, err
+	if err == nil {
+		base := got.DeepCopy()
+		got.Spec.Pin = got.Status.Validation.Pin
+		if err = c.Patch(wctx, got, client.MergeFrom(base)); err != nil {
+			err = fmt.Errorf("pinning claim %s: %w", got.Name, err)
+		}
 	}
-	base := got.DeepCopy()
-	got.Spec.Pin = got.Status.Validation.Pin
-	if err := c.Patch(ctx, got, client.MergeFrom(base)); err != nil {
-		return got, fmt.Errorf("pinning claim %s: %w", got.Name, err)
+	if err == nil {
+		got, err = o.waitClaim(wctx, c, got, pg, "waiting for the claim decision", func(tc *fleetv1alpha1.TaskClaim) bool {
+			return tc.Status.Phase == fleetv1alpha1.ClaimPhaseActive && tc.Status.Capability != nil
+		})
 	}
-	return o.waitClaim(ctx, c, got, pg, "waiting for the claim decision", func(tc *fleetv1alpha1.TaskClaim) bool {
-		return tc.Status.Phase == fleetv1alpha1.ClaimPhaseActive && tc.Status.Capability != nil
-	})
+	if err != nil && wctx.Err() != nil {
+		// Nobody will use a claim whose outcome the caller never saw: give it back, so
+		// a late win does not hold the target until it expires.
+		giveBack(c, tc)
+		return got, fmt.Errorf("%w; the claim was given back", err)
+	}
+	return got, err
+}
+
+// giveBack sets spec.release on a claim whose wait was abandoned.
+func giveBack(c client.Client, tc *fleetv1alpha1.TaskClaim) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cur := &fleetv1alpha1.TaskClaim{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(tc), cur); err != nil || claim.FinalPhase(cur.Status.Phase) || cur.Spec.Release {
+		return
+	}
+	base := cur.DeepCopy()
+	cur.Spec.Release = true
+	_ = c.Patch(ctx, cur, client.MergeFrom(base))
 }
 
 // waitClaim polls the claim until done says so, or it ends otherwise: a refusal is a
@@ -161,7 +182,7 @@ func (o *Options) waitClaim(ctx context.Context, c client.Client, tc *fleetv1alp
 	pg.done()
 	if err != nil {
 		if ctx.Err() != nil {
-			return got, &ExitError{Code: ExitTimeout, Err: fmt.Errorf("claim %s: still %s after the timeout (%s)", tc.Name, phaseOr(got.Status.Phase), what)}
+			return got, &ExitError{Code: ExitTimeout, Err: fmt.Errorf("claim %s: still %s when the wait ended (%s)", tc.Name, phaseOr(got.Status.Phase), what)}
 		}
 		return got, err
 	}

@@ -129,6 +129,20 @@ var _ = Describe("claim, release, complete and token", func() {
 		Expect(r.code).To(Equal(cli.ExitUsage), "%s", r)
 		Expect(r.stderr).To(ContainSubstring("no WorkerRegistration"))
 		Expect(claimsOf(ns)).To(HaveLen(before), "bad input changed nothing")
+
+		By("a wait that times out gives the claim back")
+		r = claimAs("issue", strconv.FormatInt(newIssue("timeout"), 10), "--timeout", "1ms")
+		Expect(r.code).To(Equal(cli.ExitTimeout), "%s", r)
+		Expect(r.stderr).To(ContainSubstring("the claim was given back"))
+		Eventually(func(g Gomega) {
+			var open []string
+			for _, tc := range claimsOf(ns) {
+				if tc.Spec.Worker == w && tc.Status.Phase != fleetv1alpha1.ClaimPhaseRejected && tc.Status.Phase != fleetv1alpha1.ClaimPhaseReleased {
+					open = append(open, tc.Name+"="+tc.Status.Phase)
+				}
+			}
+			g.Expect(open).To(BeEmpty())
+		}).Should(Succeed())
 	})
 
 	It("prints a gateway token of the worker's ServiceAccount for the gateway's audience", func() {

@@ -22,7 +22,8 @@ const (
 	// ExitUsage: bad input (flags, arguments, an unknown worker, target, pid or plan, a
 	// plan that is not ready). Nothing was changed.
 	ExitUsage = 2
-	// ExitTimeout: a wait ran past --timeout. The object stays as it was.
+	// ExitTimeout: a wait ran past --timeout (or was interrupted). The object stays as it
+	// was, except a claim, which is given back (spec.release).
 	ExitTimeout = 3
 	// ExitContention: the claim was refused, class contention.
 	ExitContention = 10
@@ -41,7 +42,8 @@ const exitCodeTable = `   0  success
    1  error: API server, Gitea or system failure, or an unexpected end state
    2  bad input (flags, arguments, unknown worker/target/pid/plan, plan not ready);
       nothing was changed
-   3  timed out waiting (--timeout); the object stays as it was
+   3  timed out waiting (--timeout) or interrupted; the object stays as it was,
+      except a claim, which is given back
   10  claim refused: contention (another claim holds or won the target; normal)
   11  claim refused: stale_state (pinned or requested state moved)
   12  claim refused: eligibility (terminal, dependency-gated or blocked target)

@@ -253,7 +253,7 @@ mint an inst- instance id, create the WorkerRegistration, its ServiceAccount and
 RoleBinding to the fleet-worker ClusterRole (where permitted), renew the first heartbeat,
 and print the registration's name. Keep it alive with 'kubectl fleet heartbeat --every'.`,
 		Example: `  # Register this shell as bot-alice, working on acme/widgets
-  export FLEET_WORKER=$(kubectl fleet register --identity bot-alice --repository acme/widgets)
+  export FLEET_WORKER=$(kubectl fleet register --identity bot-alice --repository acme/widgets --pid $$)
 
   # Register another process, with a 5-minute heartbeat TTL
   kubectl fleet register --identity bot-bob --repository acme/widgets --pid 4242 --ttl 5m`,
