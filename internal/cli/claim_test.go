@@ -46,6 +46,7 @@ var _ = Describe("claim, release, complete and token", func() {
 		Expect(results[winner].stdout).To(ContainSubstring("author"))
 		Expect(results[winner].stdout).To(ContainSubstring("push_branch,open_pull_request"))
 		Expect(results[winner].stdout).To(ContainSubstring(repo + "#" + strconv.FormatInt(n, 10)))
+		Expect(results[winner].stderr).To(BeEmpty(), "waits are quiet when stdout is not a terminal")
 		Expect(results[loser].stdout).To(BeEmpty())
 		Expect(results[loser].stderr).To(ContainSubstring("refused (contention, foreign_claimed)"))
 		Expect(results[loser].stderr).To(ContainSubstring("losing a race is normal"))

@@ -4,6 +4,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -62,12 +63,20 @@ func newLogin(prefix string) string {
 // register registers process p as a worker acting as login and returns the name.
 func register(ns, login string, p *child, extra ...string) string {
 	GinkgoHelper()
+	name := registerOnly(ns, login, p, extra...)
+	waitOwnership(ns, name, fleetv1alpha1.OwnershipLive)
+	return name
+}
+
+// registerOnly registers p without waiting for the controller (a row with a TTL of a
+// second may be live too briefly to be seen so).
+func registerOnly(ns, login string, p *child, extra ...string) string {
+	GinkgoHelper()
 	args := append([]string{"register", "--identity", login, "--repository", repo, "--host-id", testHostID,
 		"--pid", strconv.FormatInt(p.pid, 10), "--ttl", "1h"}, extra...)
 	r := fleet(ns, args...)
 	name := strings.TrimSpace(r.stdout)
 	Expect(name).NotTo(BeEmpty())
-	waitOwnership(ns, name, fleetv1alpha1.OwnershipLive)
 	return name
 }
 
@@ -76,6 +85,18 @@ func getWR(ns, name string) *fleetv1alpha1.WorkerRegistration {
 	wr := &fleetv1alpha1.WorkerRegistration{}
 	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, wr)).To(Succeed())
 	return wr
+}
+
+// waitLapsed waits until the registration is stale and its heartbeat has expired (a
+// probe that shows the process gone makes it stale sooner; a plan also needs the expiry).
+func waitLapsed(ns, name string) {
+	GinkgoHelper()
+	waitOwnership(ns, name, fleetv1alpha1.OwnershipStale)
+	Eventually(func() bool {
+		wr := getWR(ns, name)
+		ttl := time.Duration(wr.Spec.HeartbeatTTLSeconds) * time.Second
+		return wr.Status.LastHeartbeatAt != nil && time.Now().After(wr.Status.LastHeartbeatAt.Add(ttl))
+	}).Should(BeTrue(), "the heartbeat of %s/%s never expired", ns, name)
 }
 
 func waitOwnership(ns, name, state string) {

@@ -12,6 +12,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
@@ -335,5 +336,28 @@ func TestRefusalsAndExitCodes(t *testing.T) {
 	}
 	if ref.ExitCode() != ExitContention {
 		t.Errorf("exit code %d", ref.ExitCode())
+	}
+}
+
+func TestProgressDrawsOnlyOnATerminal(t *testing.T) {
+	var b bytes.Buffer
+	quiet := &progress{w: &b}
+	quiet.step("waiting")
+	quiet.done()
+	if b.Len() != 0 {
+		t.Errorf("progress wrote %q while stdout is not a terminal", b.String())
+	}
+	loud := &progress{w: &b, on: true, start: time.Now()}
+	loud.step("waiting for validation")
+	if !strings.Contains(b.String(), "waiting for validation") {
+		t.Errorf("progress line %q", b.String())
+	}
+	loud.done()
+	if !strings.HasSuffix(b.String(), "\r\033[K") {
+		t.Errorf("the line is not cleared: %q", b.String())
+	}
+	o := NewOptions(genericiooptions.NewTestIOStreamsDiscard())
+	if o.progress().on {
+		t.Error("a buffer is not a terminal")
 	}
 }

@@ -21,9 +21,9 @@ var _ = Describe("plan, approve and status", func() {
 		ns := newNamespace()
 		live := register(ns, newLogin("live"), startChild())
 		dead := startChild()
-		gone := register(ns, newLogin("gone"), dead, "--ttl", "1s")
+		gone := registerOnly(ns, newLogin("gone"), dead, "--ttl", "1s")
 		dead.kill()
-		waitOwnership(ns, gone, fleetv1alpha1.OwnershipStale)
+		waitLapsed(ns, gone)
 
 		By("status: one live, one stale")
 		r := fleet(ns, "status")
@@ -65,6 +65,11 @@ var _ = Describe("plan, approve and status", func() {
 		Expect(getWR(ns, gone).Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired))
 		Expect(getWR(ns, live).Status.Phase).To(Equal(fleetv1alpha1.PhaseActive))
 
+		By("a retired registration's heartbeat is never renewed")
+		r = fleetCmd(ctx, ns, nil, "heartbeat", "--worker", gone)
+		Expect(r.code).To(Equal(cli.ExitFailure), "%s", r)
+		Expect(r.stderr).To(ContainSubstring("is retired: register anew"))
+
 		By("approve refuses a plan that is no longer awaiting approval")
 		r = fleetCmd(ctx, ns, nil, "approve", planName)
 		Expect(r.code).To(Equal(cli.ExitUsage), "%s", r)
@@ -78,11 +83,11 @@ var _ = Describe("plan, approve and status", func() {
 	It("approves with --apply and waits for the apply", func() {
 		ns := newNamespace()
 		dead := startChild()
-		gone := register(ns, newLogin("gone"), dead, "--ttl", "1s")
+		gone := registerOnly(ns, newLogin("gone"), dead, "--ttl", "1s")
 		dead.kill()
-		waitOwnership(ns, gone, fleetv1alpha1.OwnershipStale)
-		r := fleet(ns, "plan", "--name", "p1", "-o", "jsonpath={.status.candidateWorkerIdentities}")
-		Expect(r.stdout).To(ContainSubstring(gone))
+		waitLapsed(ns, gone)
+		r := fleet(ns, "plan", "--name", "p1", "-o", "wide")
+		Expect(r.stdout).To(ContainSubstring("Candidates (1):\n    "+gone), r.stdout)
 
 		r = fleet(ns, "--as", gitopsUser, "approve", "p1", "--apply")
 		Expect(r.stdout).To(ContainSubstring("Plan " + ns + "/p1: applied; 1 retired"))

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -121,6 +122,14 @@ var _ = Describe("register, heartbeat and run", func() {
 		By("letting the registration lapse once the command exited")
 		waitOwnership(ns, name, fleetv1alpha1.OwnershipStale)
 		Expect(getWR(ns, name).Status.Phase).To(Equal(fleetv1alpha1.PhaseActive), "nothing is deleted or retired by run")
+
+		By("never starting the command when its registration fails")
+		marker := filepath.Join(GinkgoT().TempDir(), "ran")
+		r = fleetCmd(ctx, ns, nil, "run", "--identity", "bot-run", "--repository", repo, "--host-id", testHostID,
+			"--name", name, "--", "touch", marker)
+		Expect(r.code).To(Equal(cli.ExitUsage), "%s", r)
+		Expect(r.stderr).To(ContainSubstring("already exists"))
+		Expect(marker).NotTo(BeAnExistingFile(), "an unregistered command must not run")
 
 		By("passing on a signal's exit code")
 		r = fleetCmd(ctx, ns, nil, "run", "--identity", "bot-sig", "--repository", repo, "--host-id", testHostID, "--", "sh", "-c", "kill -TERM $$")
