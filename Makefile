@@ -87,8 +87,9 @@ fuzz: ## Run each fuzz target for FUZZTIME (default 20s).
 ##@ Build
 
 .PHONY: build
-build: ## Build the manager binary.
+build: ## Build the manager and the kubectl-fleet plugin.
 	go build -o bin/manager ./cmd
+	go build -o bin/kubectl-fleet ./cmd/kubectl-fleet
 
 .PHONY: run
 run: ## Run the manager: against $$KUBECONFIG/in-cluster, or an embedded local control plane when none is configured; without --gitea-url in ARGS, with a local demo Gitea (hack/demo.sh).

@@ -1,0 +1,593 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"code.gitea.io/sdk/gitea"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+)
+
+// Version is reported to MCP clients.
+const Version = "v1alpha1"
+
+// MCPConfig is what one MCP server acts for.
+type MCPConfig struct {
+	// Client reaches the API server as the worker (or its launcher).
+	Client client.Client
+	// Namespace and Worker name the worker's WorkerRegistration.
+	Namespace, Worker string
+	// GiteaURL and GiteaToken are where the worker reads Gitea ("" = through the gateway).
+	GiteaURL, GiteaToken string
+	// GatewayURL is the Gitea write gateway ("" = no write tool can succeed).
+	GatewayURL string
+	// Timeout bounds each claim wait.
+	Timeout time.Duration
+}
+
+// mcpTools serves the worker commands as MCP tools.
+type mcpTools struct {
+	o   *Options
+	cfg MCPConfig
+
+	// resolve picks a write's target (t.target; tests stand in for the API server).
+	resolve func(ctx context.Context, number int64) (writeTarget, error)
+
+	mu       sync.Mutex
+	token    string
+	tokenExp time.Time
+}
+
+// NewMCPServer returns the MCP server of one worker: inspect, claim, release, complete,
+// and the Gitea writes through the gateway (comment, review, approve, merge, open_pr).
+func (o *Options) NewMCPServer(cfg MCPConfig) *mcp.Server {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Minute
+	}
+	t := &mcpTools{o: o, cfg: cfg}
+	t.resolve = t.target
+	return t.server()
+}
+
+// server registers the tools.
+func (t *mcpTools) server() *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "kubectl-fleet", Version: Version}, &mcp.ServerOptions{
+		Instructions: "Tools of one fleet worker. Inspect a target, then claim it; the controller derives your role. " +
+			"A refused claim is final: inspect fresh state before choosing again. Gitea writes go through the " +
+			"gateway and succeed only within your active claim's capability.",
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "inspect", Description: "Show your registration, your own claims and, given kind and number, " +
+		"the target's state as the controller sees it (derived role, head, labels, dependencies, whether it is claimed)."}, t.inspect)
+	mcp.AddTool(s, &mcp.Tool{Name: "claim", Description: "Claim one issue or pull request (kind issue|pr, number, optional head). " +
+		"Returns the capability (role, operations, expiry) or a typed refusal."}, t.claim)
+	mcp.AddTool(s, &mcp.Tool{Name: "release", Description: "Give your open claim (or the named one) back."}, t.release)
+	mcp.AddTool(s, &mcp.Tool{Name: "complete", Description: "Report your open claim's (or the named one's) work cycle finished."}, t.complete)
+	mcp.AddTool(s, &mcp.Tool{Name: "comment", Description: "Comment on the claimed issue or pull request, through the gateway."}, t.comment)
+	mcp.AddTool(s, &mcp.Tool{Name: "review", Description: "Review the claimed pull request at the claimed head (comment or request changes), through the gateway."}, t.review)
+	mcp.AddTool(s, &mcp.Tool{Name: "approve", Description: "Approve the claimed pull request at the claimed head, through the gateway."}, t.approve)
+	mcp.AddTool(s, &mcp.Tool{Name: "merge", Description: "Merge the claimed pull request at the claimed head, through the gateway."}, t.merge)
+	mcp.AddTool(s, &mcp.Tool{Name: "open_pr", Description: "Open a pull request for the claimed issue from a work branch, through the gateway."}, t.openPR)
+	return s
+}
+
+func newMCPCommand(o *Options) *cobra.Command {
+	var worker string
+	var gf giteaFlags
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "mcp [--worker NAME] [--gateway-url URL]",
+		Short: "Serve the worker commands as MCP tools over stdio",
+		Long: `Serve the worker's commands to an LLM agent as Model Context Protocol tools over
+stdin and stdout: inspect, claim, release, complete, and the Gitea writes its capability
+permits, through the gateway (comment, review, approve, merge, open_pr). A refusal comes
+back as a tool error with a structured payload (the claim's class, blocker, predicate and
+rule, or the gateway's reason) that names no other task.`,
+		Example: `  # In an MCP client configuration, inside 'kubectl fleet run':
+  {"command": "kubectl", "args": ["fleet", "mcp", "--gateway-url", "http://127.0.0.1:8083"]}`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			name, err := o.workerName(worker)
+			if err != nil {
+				return err
+			}
+			ns, err := o.Namespace()
+			if err != nil {
+				return err
+			}
+			c, err := o.Client()
+			if err != nil {
+				return err
+			}
+			cfg := MCPConfig{Client: c, Namespace: ns, Worker: name, GatewayURL: o.gatewayURL(&gf), Timeout: timeout,
+				GiteaURL: gf.giteaURL, GiteaToken: o.Getenv(EnvGiteaToken)}
+			if cfg.GiteaURL == "" {
+				cfg.GiteaURL = o.Getenv(EnvGiteaURL)
+			}
+			if _, err := o.worker(cmd.Context(), c, ns, name); err != nil {
+				return err
+			}
+			return o.NewMCPServer(cfg).Run(cmd.Context(), &mcp.StdioTransport{})
+		},
+	}
+	workerFlag(cmd, &worker)
+	gf.add(cmd)
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "How long a claim waits for the controller.")
+	return cmd
+}
+
+// --- results ----------------------------------------------------------------------------
+
+// toolError is a refusal or failure as a tool error: the text for the model, and the
+// structured payload.
+func toolError(err error) *mcp.CallToolResult {
+	payload := map[string]any{"error": err.Error()}
+	var ref *Refusal
+	var gw *GatewayRefusal
+	switch {
+	case errors.As(err, &ref):
+		payload = map[string]any{
+			"refused": true, "claim": ref.Claim, "outcome": ref.Result.Outcome, "class": ref.Result.Class,
+			"blocker": ref.Result.Blocker, "failedPredicate": ref.Result.FailedPredicate, "ruleID": ref.Result.RuleID,
+			"message": ref.Result.Message, "contentionIsNormal": ref.Result.ContentionIsNormal,
+			"reassessFromFreshState": ref.Result.ReassessFromFreshState, "retryPermitted": ref.Result.RetryPermitted,
+		}
+	case errors.As(err, &gw):
+		payload = map[string]any{"refused": true, "reason": gw.Reason, "message": gw.Message}
+	}
+	b, _ := json.Marshal(payload)
+	return &mcp.CallToolResult{IsError: true, StructuredContent: json.RawMessage(b),
+		Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+}
+
+// done wraps a handler's outcome: an error becomes a structured tool error.
+func done(v any, err error) (*mcp.CallToolResult, any, error) {
+	if err != nil {
+		return toolError(err), nil, nil
+	}
+	return nil, v, nil
+}
+
+// --- neutral inspection -----------------------------------------------------------------
+
+// InspectInput names an optional target.
+type InspectInput struct {
+	Kind   string `json:"kind,omitempty" jsonschema:"issue or pr; with number, also show that target"`
+	Number int64  `json:"number,omitempty" jsonschema:"issue or pull request number in your repository"`
+}
+
+// InspectOutput is the worker's neutral view.
+type InspectOutput struct {
+	Worker WorkerView  `json:"worker"`
+	Claims []ClaimView `json:"claims"`
+	Target *TargetView `json:"target,omitempty"`
+}
+
+// WorkerView is the worker's own registration.
+type WorkerView struct {
+	Name           string `json:"name"`
+	Namespace      string `json:"namespace"`
+	Identity       string `json:"identity"`
+	Repository     string `json:"repository"`
+	Phase          string `json:"phase"`
+	OwnershipState string `json:"ownershipState"`
+}
+
+// ClaimView is one of the worker's own claims.
+type ClaimView struct {
+	Name       string                        `json:"name"`
+	Target     fleetv1alpha1.TaskTarget      `json:"target"`
+	Phase      string                        `json:"phase"`
+	Role       string                        `json:"role,omitempty"`
+	Capability *fleetv1alpha1.TaskCapability `json:"capability,omitempty"`
+	Result     *fleetv1alpha1.ClaimResult    `json:"result,omitempty"`
+	Ended      string                        `json:"endedReason,omitempty"`
+}
+
+// TargetView is a target as the controller reads it from Gitea.
+type TargetView struct {
+	Repository     string                 `json:"repository"`
+	Kind           string                 `json:"kind"`
+	Number         int64                  `json:"number"`
+	State          string                 `json:"state"`
+	Merged         bool                   `json:"merged,omitempty"`
+	HeadSHA        string                 `json:"headSHA,omitempty"`
+	BaseBranch     string                 `json:"baseBranch,omitempty"`
+	ParityRevision string                 `json:"parityRevision,omitempty"`
+	Author         string                 `json:"author"`
+	Reviewed       bool                   `json:"reviewed,omitempty"`
+	Approved       bool                   `json:"approved,omitempty"`
+	Labels         []string               `json:"labels,omitempty"`
+	Dependencies   []claim.DependencyEdge `json:"dependencies,omitempty"`
+	DerivedRole    string                 `json:"derivedRole"`
+	Operations     []string               `json:"operations,omitempty"`
+	Claimed        bool                   `json:"claimed"`
+	ClaimedByYou   bool                   `json:"claimedByYou"`
+}
+
+func (t *mcpTools) inspect(ctx context.Context, _ *mcp.CallToolRequest, in InspectInput) (*mcp.CallToolResult, any, error) {
+	return done(t.doInspect(ctx, in))
+}
+
+func (t *mcpTools) doInspect(ctx context.Context, in InspectInput) (*InspectOutput, error) {
+	wr, err := t.o.worker(ctx, t.cfg.Client, t.cfg.Namespace, t.cfg.Worker)
+	if err != nil {
+		return nil, err
+	}
+	out := &InspectOutput{Worker: WorkerView{Name: wr.Name, Namespace: wr.Namespace, Identity: wr.Spec.Identity,
+		Repository: wr.Spec.Repository, Phase: wr.Status.Phase, OwnershipState: wr.Status.OwnershipState}, Claims: []ClaimView{}}
+	list := &fleetv1alpha1.TaskClaimList{}
+	if err := t.cfg.Client.List(ctx, list, client.InNamespace(t.cfg.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing task claims: %w", err)
+	}
+	for _, tc := range list.Items {
+		if tc.Spec.Worker != wr.Name {
+			continue // another worker's claims are not this worker's business
+		}
+		out.Claims = append(out.Claims, ClaimView{Name: tc.Name, Target: tc.Spec.Target, Phase: tc.Status.Phase, Role: tc.Status.Role,
+			Capability: tc.Status.Capability, Result: tc.Status.Result, Ended: tc.Status.EndedReason})
+	}
+	if in.Number == 0 && in.Kind == "" {
+		return out, nil
+	}
+	kind, number, err := parseClaimArgs([]string{in.Kind, fmt.Sprint(in.Number)}, "")
+	if err != nil {
+		return nil, err
+	}
+	gc, err := t.targetReader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := gc.ReadTarget(ctx, claim.Target{Repository: wr.Spec.Repository, Kind: claim.Kind(kind), Number: number})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s#%d: %w", wr.Spec.Repository, number, err)
+	}
+	role := claim.DeriveRole(st)
+	v := &TargetView{Repository: st.Target.Repository, Kind: string(st.Target.Kind), Number: st.Target.Number, State: st.State,
+		Merged: st.Merged, HeadSHA: st.Target.HeadSHA, BaseBranch: st.BaseBranch, ParityRevision: st.ParityRevision,
+		Author: st.Author, Reviewed: st.Reviewed, Approved: st.Approved, Labels: st.Labels, Dependencies: st.Dependencies,
+		DerivedRole: string(role), Operations: claim.OperationsFor(role), Claimed: st.ClaimRecord != nil}
+	if st.ClaimRecord != nil {
+		v.ClaimedByYou = st.ClaimRecord.Worker == wr.Name
+	}
+	out.Target = v
+	return out, nil
+}
+
+// targetReader reads targets the way the controller does (internal/giteaclaim), with the
+// worker's read credentials: --gitea-url and its token, else the gateway.
+func (t *mcpTools) targetReader(ctx context.Context) (*giteaclaim.Client, error) {
+	if t.cfg.GiteaURL != "" {
+		return giteaclaim.New(t.cfg.GiteaURL, t.cfg.GiteaToken)
+	}
+	if t.cfg.GatewayURL == "" {
+		return nil, errors.New("no Gitea to read: pass --gitea-url or --gateway-url")
+	}
+	tok, err := t.gatewayToken(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return giteaclaim.New(t.cfg.GatewayURL, tok)
+}
+
+// --- claims -----------------------------------------------------------------------------
+
+// ClaimInput names the target to claim.
+type ClaimInput struct {
+	Kind   string `json:"kind" jsonschema:"issue or pr"`
+	Number int64  `json:"number" jsonschema:"issue or pull request number in your repository"`
+	Head   string `json:"head,omitempty" jsonschema:"pull request head commit you inspected (default: its current head)"`
+}
+
+// ClaimOutput is an active claim.
+type ClaimOutput struct {
+	Claim      string                       `json:"claim"`
+	Capability fleetv1alpha1.TaskCapability `json:"capability"`
+}
+
+func (t *mcpTools) claim(ctx context.Context, _ *mcp.CallToolRequest, in ClaimInput) (*mcp.CallToolResult, any, error) {
+	return done(t.doClaim(ctx, in))
+}
+
+func (t *mcpTools) doClaim(ctx context.Context, in ClaimInput) (*ClaimOutput, error) {
+	kind, number, err := parseClaimArgs([]string{in.Kind, fmt.Sprint(in.Number)}, in.Head)
+	if err != nil {
+		return nil, err
+	}
+	wr, err := t.o.worker(ctx, t.cfg.Client, t.cfg.Namespace, t.cfg.Worker)
+	if err != nil {
+		return nil, err
+	}
+	gf := giteaFlags{giteaURL: t.cfg.GiteaURL, gatewayURL: t.cfg.GatewayURL}
+	if t.cfg.GiteaURL != "" && t.cfg.GiteaToken == "" {
+		gf.giteaURL = "" // no read token: read through the gateway, if any
+	}
+	o := *t.o
+	o.Getenv = func(k string) string {
+		if k == EnvGiteaToken {
+			return t.cfg.GiteaToken
+		}
+		return ""
+	}
+	tgt, err := o.resolveTarget(ctx, t.cfg.Client, wr, &gf, "", kind, number, in.Head)
+	if err != nil {
+		return nil, err
+	}
+	got, err := t.o.acquire(ctx, t.cfg.Client, t.cfg.Namespace, claimRequest{worker: wr.Name, target: tgt, timeout: t.cfg.Timeout}, &progress{})
+	if err != nil {
+		return nil, err
+	}
+	return &ClaimOutput{Claim: got.Name, Capability: *got.Status.Capability}, nil
+}
+
+// EndInput names a claim to end (default: the worker's open claim).
+type EndInput struct {
+	Claim string `json:"claim,omitempty" jsonschema:"claim name (default: your open claim)"`
+}
+
+// EndOutput is an ended claim.
+type EndOutput struct {
+	Claim       string `json:"claim"`
+	Phase       string `json:"phase"`
+	EndedReason string `json:"endedReason,omitempty"`
+}
+
+func (t *mcpTools) release(ctx context.Context, _ *mcp.CallToolRequest, in EndInput) (*mcp.CallToolResult, any, error) {
+	return done(t.end(ctx, in, false))
+}
+
+func (t *mcpTools) complete(ctx context.Context, _ *mcp.CallToolRequest, in EndInput) (*mcp.CallToolResult, any, error) {
+	return done(t.end(ctx, in, true))
+}
+
+func (t *mcpTools) end(ctx context.Context, in EndInput, complete bool) (*EndOutput, error) {
+	var args []string
+	if in.Claim != "" {
+		args = []string{in.Claim}
+	}
+	tc, err := pickClaim(ctx, t.cfg.Client, t.cfg.Namespace, t.cfg.Worker, args)
+	if err != nil {
+		return nil, err
+	}
+	got, err := t.o.endClaim(ctx, t.cfg.Client, tc, complete, t.cfg.Timeout, &progress{})
+	if err != nil {
+		return nil, err
+	}
+	return &EndOutput{Claim: got.Name, Phase: got.Status.Phase, EndedReason: got.Status.EndedReason}, nil
+}
+
+// --- writes through the gateway ---------------------------------------------------------
+
+func (t *mcpTools) gatewayToken(ctx context.Context) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.token != "" && time.Until(t.tokenExp) > 5*time.Minute {
+		return t.token, nil
+	}
+	tr, err := t.o.gatewayToken(ctx, t.cfg.Client, t.cfg.Namespace, t.cfg.Worker, time.Hour)
+	if err != nil {
+		return "", err
+	}
+	t.token, t.tokenExp = tr.Status.Token, tr.Status.ExpirationTimestamp.Time
+	return t.token, nil
+}
+
+// writeTarget is where a write goes: the given number, else the active claim's target,
+// in the worker's repository; head is the claim's bound head (for pull requests).
+type writeTarget struct {
+	owner, name string
+	number      int64
+	head        string
+}
+
+// target picks the write's target. It is no permission check: the gateway decides.
+func (t *mcpTools) target(ctx context.Context, number int64) (writeTarget, error) {
+	wr, err := t.o.worker(ctx, t.cfg.Client, t.cfg.Namespace, t.cfg.Worker)
+	if err != nil {
+		return writeTarget{}, err
+	}
+	owner, name, _ := strings.Cut(wr.Spec.Repository, "/")
+	wt := writeTarget{owner: owner, name: name, number: number}
+	open, err := openClaims(ctx, t.cfg.Client, t.cfg.Namespace, t.cfg.Worker)
+	if err != nil {
+		return wt, err
+	}
+	for _, tc := range open {
+		if c := tc.Status.Capability; c != nil && (number == 0 || c.Target.Number == number) {
+			wt.number, wt.head = c.Target.Number, c.Target.HeadSHA
+			if o, n, ok := strings.Cut(c.Repository, "/"); ok {
+				wt.owner, wt.name = o, n
+			}
+			return wt, nil
+		}
+	}
+	if number == 0 {
+		return wt, errors.New("no active claim: claim a task first (the gateway refuses writes without one)")
+	}
+	return wt, nil
+}
+
+// gateway returns an SDK client for the gateway and the recorder of its refusals.
+func (t *mcpTools) gateway(ctx context.Context) (*gitea.Client, *refusalRecorder, error) {
+	if t.cfg.GatewayURL == "" {
+		return nil, nil, errNoGateway
+	}
+	tok, err := t.gatewayToken(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	rr := &refusalRecorder{}
+	sdk, err := newGiteaClient(ctx, t.cfg.GatewayURL, tok, rr)
+	return sdk, rr, err
+}
+
+// WriteOutput is a write the gateway forwarded.
+type WriteOutput struct {
+	Done   string `json:"done"`
+	ID     int64  `json:"id,omitempty"`
+	URL    string `json:"url,omitempty"`
+	Number int64  `json:"number"`
+}
+
+// CommentInput is a comment.
+type CommentInput struct {
+	Number int64  `json:"number,omitempty" jsonschema:"issue or pull request number (default: your claimed target)"`
+	Body   string `json:"body" jsonschema:"comment text (markdown)"`
+}
+
+func (t *mcpTools) comment(ctx context.Context, _ *mcp.CallToolRequest, in CommentInput) (*mcp.CallToolResult, any, error) {
+	return done(t.doComment(ctx, in))
+}
+
+func (t *mcpTools) doComment(ctx context.Context, in CommentInput) (*WriteOutput, error) {
+	if strings.TrimSpace(in.Body) == "" {
+		return nil, errors.New("body must not be empty")
+	}
+	wt, err := t.resolve(ctx, in.Number)
+	if err != nil {
+		return nil, err
+	}
+	sdk, rr, err := t.gateway(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, _, err := sdk.CreateIssueComment(wt.owner, wt.name, wt.number, gitea.CreateIssueCommentOption{Body: in.Body})
+	if err != nil {
+		return nil, rr.typed(err)
+	}
+	return &WriteOutput{Done: "commented", ID: c.ID, URL: c.HTMLURL, Number: wt.number}, nil
+}
+
+// ReviewInput is a review.
+type ReviewInput struct {
+	Number         int64  `json:"number,omitempty" jsonschema:"pull request number (default: your claimed pull request)"`
+	Body           string `json:"body" jsonschema:"review text"`
+	RequestChanges bool   `json:"requestChanges,omitempty" jsonschema:"request changes instead of commenting"`
+}
+
+func (t *mcpTools) review(ctx context.Context, _ *mcp.CallToolRequest, in ReviewInput) (*mcp.CallToolResult, any, error) {
+	state := gitea.ReviewStateComment
+	if in.RequestChanges {
+		state = gitea.ReviewStateRequestChanges
+	}
+	return done(t.doReview(ctx, in.Number, in.Body, state))
+}
+
+// ApproveInput is an approval.
+type ApproveInput struct {
+	Number int64  `json:"number,omitempty" jsonschema:"pull request number (default: your claimed pull request)"`
+	Body   string `json:"body,omitempty" jsonschema:"approval text"`
+}
+
+func (t *mcpTools) approve(ctx context.Context, _ *mcp.CallToolRequest, in ApproveInput) (*mcp.CallToolResult, any, error) {
+	return done(t.doReview(ctx, in.Number, in.Body, gitea.ReviewStateApproved))
+}
+
+func (t *mcpTools) doReview(ctx context.Context, number int64, body string, state gitea.ReviewStateType) (*WriteOutput, error) {
+	if state != gitea.ReviewStateApproved && strings.TrimSpace(body) == "" {
+		return nil, errors.New("body must not be empty")
+	}
+	wt, err := t.resolve(ctx, number)
+	if err != nil {
+		return nil, err
+	}
+	sdk, rr, err := t.gateway(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, _, err := sdk.CreatePullReview(wt.owner, wt.name, wt.number, gitea.CreatePullReviewOptions{State: state, Body: body, CommitID: wt.head})
+	if err != nil {
+		return nil, rr.typed(err)
+	}
+	what := "reviewed"
+	if state == gitea.ReviewStateApproved {
+		what = "approved"
+	}
+	return &WriteOutput{Done: what, ID: r.ID, URL: r.HTMLURL, Number: wt.number}, nil
+}
+
+// MergeInput is a merge.
+type MergeInput struct {
+	Number int64  `json:"number,omitempty" jsonschema:"pull request number (default: your claimed pull request)"`
+	Style  string `json:"style,omitempty" jsonschema:"merge, rebase, rebase-merge or squash (default merge)"`
+}
+
+func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, in MergeInput) (*mcp.CallToolResult, any, error) {
+	return done(t.doMerge(ctx, in))
+}
+
+func (t *mcpTools) doMerge(ctx context.Context, in MergeInput) (*WriteOutput, error) {
+	style := gitea.MergeStyle(in.Style)
+	switch style {
+	case "":
+		style = gitea.MergeStyleMerge
+	case gitea.MergeStyleMerge, gitea.MergeStyleRebase, gitea.MergeStyleRebaseMerge, gitea.MergeStyleSquash:
+	default:
+		return nil, fmt.Errorf("style %q: use merge, rebase, rebase-merge or squash", in.Style)
+	}
+	wt, err := t.resolve(ctx, in.Number)
+	if err != nil {
+		return nil, err
+	}
+	sdk, rr, err := t.gateway(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ok, _, err := sdk.MergePullRequest(wt.owner, wt.name, wt.number, gitea.MergePullRequestOption{Style: style, HeadCommitId: wt.head})
+	if err != nil {
+		return nil, rr.typed(err)
+	}
+	if !ok {
+		// The SDK reports a refused merge as false, not as an error.
+		return nil, rr.typed(errors.New("the gateway did not merge the pull request"))
+	}
+	return &WriteOutput{Done: "merged", Number: wt.number}, nil
+}
+
+// OpenPRInput opens a pull request.
+type OpenPRInput struct {
+	Head  string `json:"head" jsonschema:"work branch to merge from"`
+	Base  string `json:"base,omitempty" jsonschema:"branch to merge into (default main)"`
+	Title string `json:"title" jsonschema:"pull request title"`
+	Body  string `json:"body,omitempty" jsonschema:"pull request body; mention the issue (Fixes #N) so the claim completes"`
+}
+
+func (t *mcpTools) openPR(ctx context.Context, _ *mcp.CallToolRequest, in OpenPRInput) (*mcp.CallToolResult, any, error) {
+	return done(t.doOpenPR(ctx, in))
+}
+
+func (t *mcpTools) doOpenPR(ctx context.Context, in OpenPRInput) (*WriteOutput, error) {
+	if in.Head == "" || strings.TrimSpace(in.Title) == "" {
+		return nil, errors.New("head and title are required")
+	}
+	if in.Base == "" {
+		in.Base = "main"
+	}
+	wt, err := t.resolve(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	body := in.Body
+	if body == "" {
+		body = fmt.Sprintf("Fixes #%d\n", wt.number)
+	}
+	sdk, rr, err := t.gateway(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pr, _, err := sdk.CreatePullRequest(wt.owner, wt.name, gitea.CreatePullRequestOption{Head: in.Head, Base: in.Base, Title: in.Title, Body: body})
+	if err != nil {
+		return nil, rr.typed(err)
+	}
+	return &WriteOutput{Done: "opened", ID: pr.ID, URL: pr.HTMLURL, Number: pr.Index}, nil
+}

@@ -1,0 +1,194 @@
+// The kubectl-fleet suite drives the commands as a user would, against a real
+// kube-apiserver (envtest) with the project's CRDs, RBAC and admission policies, a real
+// Gitea, and the manager's WorkerRegistration, RetirementPlan and TaskClaim reconcilers
+// wired as cmd/setup.go wires them. Worker processes are real children of this binary.
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/giteatools/fleet-controller/internal/authz"
+	"github.com/giteatools/fleet-controller/internal/cli"
+	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
+	"github.com/giteatools/fleet-controller/internal/controller/taskclaim"
+	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
+	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/retirement"
+	"github.com/giteatools/fleet-controller/internal/workflowfence"
+	"github.com/giteatools/fleet-controller/test/support/testenv"
+	"github.com/giteatools/fleet-controller/test/support/testgitea"
+)
+
+// testHostID stands in for /etc/machine-id; boot id and /proc are the machine's own.
+const testHostID = "kubectl-fleet-test-host"
+
+// gitopsUser applies approvals: bound to the (shipped unbound) approver role.
+const gitopsUser = "gitops"
+
+var (
+	env        *testenv.Env
+	k8s        client.WithWatch
+	ctx        context.Context
+	cancel     context.CancelFunc
+	kubeconfig string
+	srv        *testgitea.Server
+	repo       string
+	ownerToken string
+	suffix     string
+	anyFailed  bool
+)
+
+// TestMain lets this binary double as the helper `kubectl fleet run` starts.
+func TestMain(m *testing.M) {
+	if code, ok := cli.RunExecShim(); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+func TestKubectlFleet(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "kubectl-fleet suite (envtest kube-apiserver + real Gitea)")
+}
+
+var _ = BeforeSuite(func() {
+	testenv.SetLogger(GinkgoWriter)
+	SetDefaultEventuallyTimeout(60 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	ctx, cancel = context.WithCancel(context.Background())
+
+	By("starting Gitea")
+	var err error
+	srv, err = testgitea.Start(ctx)
+	DeferCleanup(func() {
+		if srv != nil && srv.Started() {
+			_ = srv.Stop(anyFailed)
+		}
+	})
+	Expect(err).NotTo(HaveOccurred(), "the kubectl-fleet suite needs a real Gitea; it does not skip without one")
+	suffix = testgitea.RandomHex(3)
+	ownerToken, err = srv.CreateUser(ctx, "owner-"+suffix)
+	Expect(err).NotTo(HaveOccurred())
+	repo, err = srv.CreateRepo(ctx, ownerToken, "fleet-"+suffix)
+	Expect(err).NotTo(HaveOccurred())
+
+	By("starting envtest with the CRDs, RBAC and admission policies")
+	env, err = testenv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8s = env.Client
+	Expect(env.InstallManifests(ctx)).To(Succeed())
+	time.Sleep(retirement.ApprovalGuardSettle + time.Second)
+	Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-gitops-approver"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleet-retirement-approver"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: gitopsUser}},
+	})).To(Succeed())
+	kubeconfig = writeKubeconfig()
+
+	By("starting the manager as cmd/setup.go wires it")
+	facts, err := testenv.HostFacts(testHostID)
+	Expect(err).NotTo(HaveOccurred())
+	prober := &liveness.ProcProber{Facts: facts}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{MaxConcurrentReconciles: 4},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	clk := clock.RealClock{}
+	reviewer := authz.Reviewer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
+	fence := workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clk}
+	Expect((&workerregistration.Reconciler{Client: mgr.GetClient(), Prober: prober, Clock: clk,
+		Recorder: mgr.GetEventRecorder("workerregistration-controller")}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&retirementplan.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Prober: prober, Reprober: prober,
+		Host:       retirement.Host{HostID: facts.HostID, BootID: facts.BootID, BootTime: facts.BootTime},
+		Repository: repo, Approvers: reviewer, Fence: fence, Clock: clk,
+		Recorder: mgr.GetEventRecorder("retirementplan-controller"),
+	}).SetupWithManager(mgr)).To(Succeed())
+	gc, err := giteaclaim.New(srv.URL, srv.Token, giteaclaim.WithHTTPClient(srv.HTTP))
+	Expect(err).NotTo(HaveOccurred())
+	Expect((&taskclaim.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Gitea: gc, Verdicts: reviewer, Fence: fence,
+		Repository: repo, TTL: time.Hour, ActiveRecheck: time.Second, Clock: clk,
+		Recorder: mgr.GetEventRecorder("taskclaim-controller"),
+	}).SetupWithManager(mgr)).To(Succeed())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+})
+
+var _ = AfterEach(func() {
+	if CurrentSpecReport().Failed() {
+		anyFailed = true
+	}
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+	Expect(env.Stop()).To(Succeed())
+})
+
+// writeKubeconfig writes the administrator's kubeconfig for the commands.
+func writeKubeconfig() string {
+	GinkgoHelper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData, Token: env.Config.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin", Namespace: "default"}
+	kc.CurrentContext = "envtest"
+	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(clientcmd.WriteToFile(*kc, path)).To(Succeed())
+	return path
+}
+
+// result is one command's outcome.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// fleetCmd runs `kubectl fleet args...` in namespace ns with the given environment.
+func fleetCmd(ctx context.Context, ns string, environ map[string]string, args ...string) result {
+	var out, errOut bytes.Buffer
+	o := cli.NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	o.Getenv = func(k string) string { return environ[k] }
+	o.Poll = 100 * time.Millisecond
+	code := cli.Execute(ctx, o, append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...))
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+// fleet runs a command and expects exit code 0.
+func fleet(ns string, args ...string) result {
+	GinkgoHelper()
+	r := fleetCmd(ctx, ns, nil, args...)
+	Expect(r.code).To(Equal(cli.ExitOK), "kubectl fleet %s\n%s", strings.Join(args, " "), r)
+	return r
+}

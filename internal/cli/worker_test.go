@@ -1,0 +1,138 @@
+package cli_test
+
+import (
+	"context"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/cli"
+	"github.com/giteatools/fleet-controller/test/support/testenv"
+)
+
+var _ = Describe("register, heartbeat and run", func() {
+	It("registers a real process with its host, boot, pid and start time, its ServiceAccount and RoleBinding", func() {
+		ns := newNamespace()
+		p := startChild()
+		facts, err := testenv.HostFacts(testHostID)
+		Expect(err).NotTo(HaveOccurred())
+		before := time.Now().Truncate(time.Second)
+		r := fleet(ns, "register", "--identity", "Bot_A", "--repository", repo, "--host-id", testHostID,
+			"--pid", strconv.FormatInt(p.pid, 10), "--ttl", "45s", "--generation-id", "gen-7", "--fencing-epoch", "3")
+		name := strings.TrimSpace(r.stdout)
+		Expect(name).To(MatchRegexp(`^bot-a-[0-9a-f]{8}$`), "register prints the name alone")
+
+		wr := getWR(ns, name)
+		Expect(wr.Spec.ClientInstanceID).To(MatchRegexp(`^inst-[0-9a-f]{16}$`))
+		Expect(name).To(HaveSuffix(wr.Spec.ClientInstanceID[len("inst-") : len("inst-")+8]))
+		Expect(wr.Spec.Process).To(Equal(fleetv1alpha1.ProcessIdentity{HostID: testHostID, BootID: facts.BootID, PID: p.pid, StartTime: ptr.To(p.start)}))
+		Expect(wr.Spec.Identity).To(Equal("Bot_A"))
+		Expect(wr.Spec.Repository).To(Equal(repo))
+		Expect(wr.Spec.HeartbeatTTLSeconds).To(Equal(int64(45)))
+		Expect(wr.Spec.GenerationID).To(Equal("gen-7"))
+		Expect(wr.Spec.FencingEpoch).To(Equal(ptr.To(int64(3))))
+		Expect(wr.Status.LastHeartbeatAt).NotTo(BeNil(), "register renews the first heartbeat")
+		Expect(wr.Status.LastHeartbeatAt.Time).To(BeTemporally(">=", before))
+		waitOwnership(ns, name, fleetv1alpha1.OwnershipLive)
+
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.ServiceAccount{})).To(Succeed())
+		rb := &rbacv1.RoleBinding{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: cli.WorkerRoleName + "-" + name}, rb)).To(Succeed())
+		Expect(rb.RoleRef.Name).To(Equal(cli.WorkerRoleName))
+		Expect(rb.Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: name, Namespace: ns}))
+
+		By("printing the registration in each -o format")
+		p2 := startChild()
+		r = fleet(ns, "register", "--identity", "bot-b", "--repository", repo, "--host-id", testHostID, "--pid", strconv.FormatInt(p2.pid, 10), "-o", "yaml")
+		Expect(r.stdout).To(ContainSubstring("kind: WorkerRegistration"))
+		Expect(r.stdout).To(ContainSubstring("pid: " + strconv.FormatInt(p2.pid, 10)))
+		p3 := startChild()
+		r = fleet(ns, "register", "--identity", "bot-c", "--repository", repo, "--host-id", testHostID, "--pid", strconv.FormatInt(p3.pid, 10), "-o", "name")
+		Expect(r.stdout).To(MatchRegexp(`^workerregistration\.fleet\.giteatools\.dev/bot-c-[0-9a-f]{8}\n$`))
+	})
+
+	It("refuses a pid that does not exist, and an existing name, changing nothing", func() {
+		ns := newNamespace()
+		gone := startChild()
+		gone.kill()
+		r := fleetCmd(ctx, ns, nil, "register", "--identity", "bot", "--repository", repo, "--host-id", testHostID, "--pid", strconv.FormatInt(gone.pid, 10))
+		Expect(r.code).To(Equal(cli.ExitUsage), "%s", r)
+		Expect(r.stderr).To(ContainSubstring("process %d does not exist", gone.pid))
+		list := &fleetv1alpha1.WorkerRegistrationList{}
+		Expect(k8s.List(ctx, list, client.InNamespace(ns))).To(Succeed())
+		Expect(list.Items).To(BeEmpty())
+
+		p := startChild()
+		name := register(ns, "bot", p)
+		r = fleetCmd(ctx, ns, nil, "register", "--identity", "bot", "--repository", repo, "--host-id", testHostID, "--pid", strconv.FormatInt(p.pid, 10), "--name", name)
+		Expect(r.code).To(Equal(cli.ExitUsage), "%s", r)
+		Expect(r.stderr).To(ContainSubstring("already exists"))
+	})
+
+	It("renews the heartbeat once, and every interval until stopped", func() {
+		ns := newNamespace()
+		name := register(ns, "bot", startChild())
+		first := getWR(ns, name).Status.LastHeartbeatAt.Time
+		fleet(ns, "heartbeat", "--worker", name)
+		second := getWR(ns, name).Status.LastHeartbeatAt.Time
+		Expect(second).To(BeTemporally(">", first), "a renewal always moves the stamp")
+
+		By("keeping it up with --every until the command is stopped")
+		runCtx, stop := context.WithCancel(ctx)
+		done := make(chan result, 1)
+		go func() {
+			done <- fleetCmd(runCtx, ns, map[string]string{cli.EnvWorker: name}, "heartbeat", "--every", "1s")
+		}()
+		Eventually(func() time.Time { return getWR(ns, name).Status.LastHeartbeatAt.Time }).Should(BeTemporally(">", second.Add(time.Second)))
+		stop()
+		var end result
+		Eventually(done).Should(Receive(&end))
+		Expect(end.code).To(Equal(cli.ExitOK), "%s", end)
+
+		By("refusing an unknown worker")
+		r := fleetCmd(ctx, ns, nil, "heartbeat", "--worker", "nobody")
+		Expect(r.code).To(Equal(cli.ExitUsage), "%s", r)
+		Expect(r.stderr).To(ContainSubstring("no WorkerRegistration"))
+	})
+
+	It("runs a command as its own registered process, heartbeats while it runs, and passes on its exit code", func() {
+		ns := newNamespace()
+		r := fleetCmd(ctx, ns, nil, "run", "--identity", "bot-run", "--repository", repo, "--host-id", testHostID,
+			"--ttl", "2s", "--every", "500ms", "--", "sh", "-c", `echo "$FLEET_WORKER $FLEET_NAMESPACE $$"; sleep 2; exit 7`)
+		Expect(r.code).To(Equal(7), "%s", r)
+		fields := strings.Fields(r.stdout)
+		Expect(fields).To(HaveLen(3), "%s", r)
+		name, gotNS, pid := fields[0], fields[1], fields[2]
+		Expect(gotNS).To(Equal(ns))
+		Expect(r.stderr).To(ContainSubstring("registered %s/%s (pid %s)", ns, name, pid))
+		wr := getWR(ns, name)
+		Expect(strconv.FormatInt(wr.Spec.Process.PID, 10)).To(Equal(pid), "the registration names the command's own process")
+		Expect(wr.Spec.Process.StartTime).NotTo(BeNil())
+		Expect(wr.Status.LastHeartbeatAt.Time).To(BeTemporally(">", wr.CreationTimestamp.Time), "heartbeats renewed while it ran")
+
+		By("letting the registration lapse once the command exited")
+		waitOwnership(ns, name, fleetv1alpha1.OwnershipStale)
+		Expect(getWR(ns, name).Status.Phase).To(Equal(fleetv1alpha1.PhaseActive), "nothing is deleted or retired by run")
+
+		By("never starting the command when its registration fails")
+		marker := filepath.Join(GinkgoT().TempDir(), "ran")
+		r = fleetCmd(ctx, ns, nil, "run", "--identity", "bot-run", "--repository", repo, "--host-id", testHostID,
+			"--name", name, "--", "touch", marker)
+		Expect(r.code).To(Equal(cli.ExitUsage), "%s", r)
+		Expect(r.stderr).To(ContainSubstring("already exists"))
+		Expect(marker).NotTo(BeAnExistingFile(), "an unregistered command must not run")
+
+		By("passing on a signal's exit code")
+		r = fleetCmd(ctx, ns, nil, "run", "--identity", "bot-sig", "--repository", repo, "--host-id", testHostID, "--", "sh", "-c", "kill -TERM $$")
+		Expect(r.code).To(Equal(128+15), "%s", r)
+	})
+})
