@@ -26,11 +26,13 @@ import (
 )
 
 // ServiceAccountToken asks the API server for a bound token of ServiceAccount ns/name
-// (TokenRequest) with the given audience, valid for an hour.
+// (TokenRequest) with the given audience ("" = the API server's own), valid for an hour.
 func (e *Env) ServiceAccountToken(ctx context.Context, ns, name, audience string) (string, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		Audiences: []string{audience}, ExpirationSeconds: ptr.To[int64](3600)}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if audience != "" {
+		tr.Spec.Audiences = []string{audience}
+	}
 	if err := e.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
 		return "", fmt.Errorf("requesting a token of %s/%s: %w", ns, name, err)
 	}
