@@ -231,7 +231,9 @@ func WorkBranch(namespace, claimName string) string {
 }
 
 // WorkRef is WorkBranch as a full git ref.
-func WorkRef(namespace, claimName string) string { return "refs/heads/" + WorkBranch(namespace, claimName) }
+func WorkRef(namespace, claimName string) string {
+	return "refs/heads/" + WorkBranch(namespace, claimName)
+}
 
 // RefUpdate is one command of a git push: old and new object ids and the ref.
 type RefUpdate struct {

@@ -45,11 +45,11 @@ func newGateway(c client.Client, reader client.Reader, rec events.EventRecorder,
 // read-only token), its gateway token in a Secret, a ServiceAccount bound to fleet-worker,
 // a live WorkerRegistration, and a gateway token (TokenRequest, gateway.Audience).
 type worker struct {
-	name, ns   string
-	identity   string // Gitea login (spec.identity)
-	readToken  string // the worker's own Gitea token: read-only scopes
-	saToken    string // its ServiceAccount token for the gateway
-	c          client.Client
+	name, ns  string
+	identity  string // Gitea login (spec.identity)
+	readToken string // the worker's own Gitea token: read-only scopes
+	saToken   string // its ServiceAccount token for the gateway
+	c         client.Client
 }
 
 func newWorker(ns string) *worker { return newWorkerAs(ns, "") }
