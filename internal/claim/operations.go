@@ -100,28 +100,38 @@ type route struct {
 
 const apiRepo = "/api/v1/repos/{owner}/{repo}"
 
+// HTTP methods of the table (the pure package does not import net/http).
+const (
+	methodGet    = "GET"
+	methodHead   = "HEAD"
+	methodPost   = "POST"
+	methodPut    = "PUT"
+	methodDelete = "DELETE"
+	methodPatch  = "PATCH"
+)
+
 // routes is the gateway's one table, first match wins; docs/gateway.md renders it.
 var routes = []route{
 	// Neutral reads.
-	{methods: []string{"GET", "HEAD"}, pattern: "/api/v1/version", operation: OpRead},
-	{methods: []string{"GET", "HEAD"}, pattern: "/api/v1/user", operation: OpRead},
-	{methods: []string{"GET", "HEAD"}, pattern: "/api/v1/settings/**", operation: OpRead},
-	{methods: []string{"GET", "HEAD"}, pattern: apiRepo + "/**", operation: OpRead},
-	{methods: []string{"GET"}, pattern: "/{owner}/{repo.git}/info/refs", service: "git-upload-pack", operation: OpRead, git: true},
-	{methods: []string{"POST"}, pattern: "/{owner}/{repo.git}/git-upload-pack", operation: OpRead, git: true},
+	{methods: []string{methodGet, methodHead}, pattern: "/api/v1/version", operation: OpRead},
+	{methods: []string{methodGet, methodHead}, pattern: "/api/v1/user", operation: OpRead},
+	{methods: []string{methodGet, methodHead}, pattern: "/api/v1/settings/**", operation: OpRead},
+	{methods: []string{methodGet, methodHead}, pattern: apiRepo + "/**", operation: OpRead},
+	{methods: []string{methodGet}, pattern: "/{owner}/{repo.git}/info/refs", service: "git-upload-pack", operation: OpRead, git: true},
+	{methods: []string{methodPost}, pattern: "/{owner}/{repo.git}/git-upload-pack", operation: OpRead, git: true},
 	// The push advertisement is a read; the push itself is checked ref by ref.
-	{methods: []string{"GET"}, pattern: "/{owner}/{repo.git}/info/refs", service: "git-receive-pack", operation: OpRead, git: true},
-	{methods: []string{"POST"}, pattern: "/{owner}/{repo.git}/git-receive-pack", operation: OpPushBranch, body: BodyReceivePack, git: true},
+	{methods: []string{methodGet}, pattern: "/{owner}/{repo.git}/info/refs", service: "git-receive-pack", operation: OpRead, git: true},
+	{methods: []string{methodPost}, pattern: "/{owner}/{repo.git}/git-receive-pack", operation: OpPushBranch, body: BodyReceivePack, git: true},
 	// Task mutations.
-	{methods: []string{"POST"}, pattern: apiRepo + "/issues/{n}/comments", operation: OpComment},
-	{methods: []string{"POST"}, pattern: apiRepo + "/pulls/{n}/reviews", operation: OpReview, kind: KindPullRequest, body: BodyReview},
-	{methods: []string{"POST"}, pattern: apiRepo + "/pulls/{n}/merge", operation: OpMerge, kind: KindPullRequest, body: BodyMerge},
-	{methods: []string{"POST"}, pattern: apiRepo + "/pulls", operation: OpOpenPullRequest, body: BodyOpenPull},
+	{methods: []string{methodPost}, pattern: apiRepo + "/issues/{n}/comments", operation: OpComment},
+	{methods: []string{methodPost}, pattern: apiRepo + "/pulls/{n}/reviews", operation: OpReview, kind: KindPullRequest, body: BodyReview},
+	{methods: []string{methodPost}, pattern: apiRepo + "/pulls/{n}/merge", operation: OpMerge, kind: KindPullRequest, body: BodyMerge},
+	{methods: []string{methodPost}, pattern: apiRepo + "/pulls", operation: OpOpenPullRequest, body: BodyOpenPull},
 	// Named so refusals are precise; no role holds these operations.
-	{methods: []string{"POST", "PUT", "DELETE"}, pattern: apiRepo + "/issues/{n}/labels/**", operation: OpLabel},
-	{methods: []string{"POST", "DELETE"}, pattern: apiRepo + "/issues/{n}/assignees", operation: OpAssign},
-	{methods: []string{"PATCH"}, pattern: apiRepo + "/issues/{n}", operation: OpEditIssue},
-	{methods: []string{"PATCH"}, pattern: apiRepo + "/pulls/{n}", operation: OpEditIssue, kind: KindPullRequest},
+	{methods: []string{methodPost, methodPut, methodDelete}, pattern: apiRepo + "/issues/{n}/labels/**", operation: OpLabel},
+	{methods: []string{methodPost, methodDelete}, pattern: apiRepo + "/issues/{n}/assignees", operation: OpAssign},
+	{methods: []string{methodPatch}, pattern: apiRepo + "/issues/{n}", operation: OpEditIssue},
+	{methods: []string{methodPatch}, pattern: apiRepo + "/pulls/{n}", operation: OpEditIssue, kind: KindPullRequest},
 }
 
 // RouteRow is one row of the route table, for documentation and tests.
