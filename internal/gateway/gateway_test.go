@@ -144,6 +144,43 @@ var _ = Describe("A reviewer capability", func() {
 	})
 })
 
+var _ = Describe("Approver and merger capabilities", func() {
+	It("approve and merge at the bound head through the gateway, as their own identities", func() {
+		r, ap, m := newWorker(nsMain), newWorker(nsMain), newWorker(nsMain)
+		pr := newPull(human.token, "to approve and merge")
+		t := pullTarget(pr)
+		owner, name, _ := strings.Cut(repo, "/")
+
+		rc := r.activate(t)
+		rv := r.via(http.MethodPost, apiPath("/pulls/%d/reviews", pr.Number), map[string]string{"event": "COMMENT", "commit_id": pr.HeadSHA, "body": "looks fine"})
+		Expect(rv.status).To(Equal(http.StatusOK), "%s", rv.body)
+		end(r, rc)
+
+		apc := ap.activate(t)
+		Expect(apc.Status.Capability.Role).To(Equal(string(claim.RoleApprover)))
+		expectRefused(ap.via(http.MethodPost, apiPath("/pulls/%d/merge", pr.Number), map[string]string{"Do": "merge", "head_commit_id": pr.HeadSHA}),
+			claim.ReasonOperationNotPermitted)
+		av := ap.via(http.MethodPost, apiPath("/pulls/%d/reviews", pr.Number), map[string]string{"event": "APPROVED", "commit_id": pr.HeadSHA, "body": "approved"})
+		Expect(av.status).To(Equal(http.StatusOK), "%s", av.body)
+		Expect(author(av)).To(Equal(ap.identity))
+		end(ap, apc)
+
+		mc := m.activate(t)
+		Expect(mc.Status.Capability.Role).To(Equal(string(claim.RoleMerger)))
+		expectRefused(m.via(http.MethodPost, apiPath("/pulls/%d/merge", pr.Number), map[string]string{"Do": "merge", "head_commit_id": strings.Repeat("0", 40)}),
+			claim.ReasonWrongHead)
+		expectRefused(m.via(http.MethodPost, apiPath("/pulls/%d/reviews", pr.Number), map[string]string{"event": "APPROVED", "commit_id": pr.HeadSHA}),
+			claim.ReasonOperationNotPermitted)
+		mv := m.via(http.MethodPost, apiPath("/pulls/%d/merge", pr.Number), map[string]string{"Do": "merge", "head_commit_id": pr.HeadSHA})
+		Expect(mv.status).To(Equal(http.StatusOK), "%s", mv.body)
+		merged, _, err := srv.Admin(ctx).GetPullRequest(owner, name, pr.Number)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(merged.HasMerged).To(BeTrue())
+		Expect(merged.MergedBy).NotTo(BeNil())
+		Expect(merged.MergedBy.UserName).To(Equal(m.identity), "Gitea records the merger's own identity")
+	})
+})
+
 var _ = Describe("The author role", func() {
 	It("pushes its work branch with git through the gateway and opens the PR; its author can never approve or merge it", func() {
 		a := newWorker(nsMain)
@@ -191,11 +228,11 @@ var _ = Describe("The author role", func() {
 		Expect(rc.Status.Capability.Role).To(Equal(string(claim.RoleReviewer)))
 		rv := r.via(http.MethodPost, apiPath("/pulls/%d/reviews", prNumber), map[string]string{"event": "COMMENT", "commit_id": head, "body": "ok"})
 		Expect(rv.status).To(Equal(http.StatusOK), "%s", rv.body)
-		// The author's claim ends (its own work, the PR, completes it; else it is released).
-		Expect(a.update(tc, func(c *fleetv1alpha1.TaskClaim) { c.Spec.Release = true })).To(Succeed())
-		Eventually(func() bool { return claim.FinalPhase(phaseOf(tc)) }).Should(BeTrue())
+		end(r, rc)
+		end(a, tc)
 		own := a.claim(fleetv1alpha1.TaskTarget{Repository: repo, Kind: fleetv1alpha1.TargetKindPullRequest, Number: prNumber, HeadSHA: head})
-		waitPhase(own, fleetv1alpha1.ClaimPhaseRejected)
+		rejected := waitPhase(own, fleetv1alpha1.ClaimPhaseRejected)
+		Expect(rejected.Status.Result.FailedPredicate).To(Equal("author_independence"))
 		expectRefused(a.via(http.MethodPost, apiPath("/pulls/%d/reviews", prNumber), map[string]string{"event": "APPROVED", "commit_id": head}),
 			claim.ReasonNoCapability)
 		expectRefused(a.via(http.MethodPost, apiPath("/pulls/%d/merge", prNumber), map[string]string{"Do": "merge", "head_commit_id": head}),
@@ -327,6 +364,13 @@ func forgeActive(w *worker, number int64, head string, role claim.Role) *fleetv1
 	}
 	Expect(k8s.Status().Update(ctx, tc)).To(Succeed())
 	return tc
+}
+
+// end ends a claim (its own work completes it, else it is released) and waits for that.
+func end(w *worker, tc *fleetv1alpha1.TaskClaim) {
+	GinkgoHelper()
+	Expect(w.update(tc, func(c *fleetv1alpha1.TaskClaim) { c.Spec.Release = true })).To(Succeed())
+	Eventually(func() bool { return claim.FinalPhase(phaseOf(tc)) }).Should(BeTrue())
 }
 
 func phaseOf(tc *fleetv1alpha1.TaskClaim) string {
