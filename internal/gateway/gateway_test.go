@@ -392,3 +392,27 @@ func numberOf(a answer) int64 {
 	Expect(v.Number).To(BeNumerically(">", 0), "%s", a.body)
 	return v.Number
 }
+
+var _ = Describe("Limits", func() {
+	It("limits each worker's request rate and the size of request bodies", func() {
+		w, other := newWorker(nsMain), newWorker(nsMain)
+		n := newIssue("limits")
+		w.activate(issueTarget(n))
+		g := newGateway(k8s, apiReader, recorder, clocktesting.NewFakePassiveClock(time.Now()))
+		g.Rate, g.Burst, g.MaxBody = 0.001, 2, 64
+		h, err := g.Handler()
+		Expect(err).NotTo(HaveOccurred())
+		hs := httptest.NewServer(h)
+		DeferCleanup(hs.Close)
+
+		p := apiPath("/issues/%d/comments", n)
+		a := do(hs.URL, http.MethodPost, p, "Bearer "+w.saToken, map[string]string{"body": strings.Repeat("x", 100)})
+		Expect(a.status).To(Equal(http.StatusRequestEntityTooLarge), "%s", a.body)
+		Expect(do(hs.URL, http.MethodPost, p, "Bearer "+w.saToken, map[string]string{"body": "short"}).status).To(Equal(http.StatusCreated))
+		a = do(hs.URL, http.MethodGet, apiPath("/issues/%d", n), "Bearer "+w.saToken, nil)
+		Expect(a.status).To(Equal(http.StatusTooManyRequests), "%s", a.body)
+		Expect(a.refusal.Reason).To(Equal("rate_limited"))
+		Expect(do(hs.URL, http.MethodGet, apiPath("/issues/%d", n), "Bearer "+other.saToken, nil).status).To(Equal(http.StatusOK),
+			"the limit is per worker")
+	})
+})
