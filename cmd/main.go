@@ -23,9 +23,11 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/localcp"
 	"github.com/giteatools/fleet-controller/internal/managercache"
 )
@@ -41,6 +43,9 @@ type options struct {
 	metricsAddr    string
 	probeAddr      string
 	authzAddr      string
+	gatewayAddr    string
+	gatewayCreds   string
+	metricsSecure  bool
 	leaderElect    bool
 	namespaces     string
 	hostIDFile     string
@@ -58,9 +63,12 @@ type options struct {
 
 func main() {
 	var o options
-	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address the Prometheus metrics endpoint binds to (0 disables it).")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address the Prometheus metrics endpoint binds to (0 disables it).")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, only to callers a TokenReview authenticates and a SubjectAccessReview allows to get /metrics; false serves plain HTTP.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	flag.StringVar(&o.authzAddr, "capability-bind-address", ":8082", "Address of the capability-check endpoint (POST /v1/authorize); empty disables it.")
+	flag.StringVar(&o.gatewayAddr, "gateway-bind-address", ":8083", "Address of the gateway workers reach Gitea through; empty disables it (needs --gitea-url and --repository).")
+	flag.StringVar(&o.gatewayCreds, "gateway-credentials-namespace", "fleet-system", "Namespace of the Secrets holding each Gitea identity's gateway token (label "+gateway.LoginLabel+").")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election (one active manager per cluster or per node group).")
 	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches all.")
 	flag.StringVar(&o.hostIDFile, "host-id-file", "/etc/machine-id", "File holding this host's machine id; liveness is only proven for rows of this host.")
@@ -130,7 +138,7 @@ func run(o options) error {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
-		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                metricsOptions(o),
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "fleet-controller.fleet.giteatools.dev",
@@ -139,13 +147,15 @@ func run(o options) error {
 		return fmt.Errorf("creating manager: %w", err)
 	}
 	if err := setup(mgr, config{
-		hostID:         hostID,
-		procRoot:       o.procRoot,
-		giteaURL:       o.giteaURL,
-		giteaToken:     giteaToken,
-		repository:     o.repository,
-		claimTTL:       o.claimTTL,
-		capabilityAddr: o.authzAddr,
+		hostID:             hostID,
+		procRoot:           o.procRoot,
+		giteaURL:           o.giteaURL,
+		giteaToken:         giteaToken,
+		repository:         o.repository,
+		claimTTL:           o.claimTTL,
+		capabilityAddr:     o.authzAddr,
+		gatewayAddr:        o.gatewayAddr,
+		gatewayCredentials: o.gatewayCreds,
 	}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}
@@ -157,6 +167,17 @@ func run(o options) error {
 	}
 	log.Info("Starting manager", "hostID", hostID, "repository", o.repository, "gitea", o.giteaURL != "")
 	return mgr.Start(ctx)
+}
+
+// metricsOptions serves metrics the way current kubebuilder scaffolds do: HTTPS (a
+// self-signed certificate unless one is mounted) behind controller-runtime's
+// authentication and authorization filters.
+func metricsOptions(o options) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure}
+	if o.metricsSecure {
+		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return opts
 }
 
 // restConfig returns the cluster to run against: the usual kubeconfig / in-cluster lookup,

@@ -12,6 +12,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
 	"github.com/giteatools/fleet-controller/internal/controller/taskclaim"
 	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
+	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/retirement"
@@ -32,6 +33,9 @@ type config struct {
 	claimTTL time.Duration
 	// capabilityAddr is where the capability-check endpoint listens ("" disables it).
 	capabilityAddr string
+	// gatewayAddr is where the gateway listens ("" disables it); gatewayCredentials is the
+	// namespace of the per-identity Gitea token Secrets.
+	gatewayAddr, gatewayCredentials string
 }
 
 // setup registers every reconciler and endpoint of the project with the manager.
@@ -74,8 +78,9 @@ func setup(mgr ctrl.Manager, cfg config) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("retirementplan controller: %w", err)
 	}
+	authn := gateway.NewAuthenticator(mgr.GetClient())
 	if cfg.capabilityAddr != "" {
-		if err := mgr.Add(&capability.Server{Addr: cfg.capabilityAddr, Reader: mgr.GetAPIReader(), Clock: clk}); err != nil {
+		if err := mgr.Add(&capability.Server{Addr: cfg.capabilityAddr, Reader: mgr.GetAPIReader(), Clock: clk, Authn: authn}); err != nil {
 			return fmt.Errorf("capability endpoint: %w", err)
 		}
 	}
@@ -88,6 +93,22 @@ func setup(mgr ctrl.Manager, cfg config) error {
 	gc, err := giteaclaim.New(cfg.giteaURL, cfg.giteaToken, giteaclaim.WithClock(clk.Now))
 	if err != nil {
 		return fmt.Errorf("gitea client: %w", err)
+	}
+	if cfg.gatewayAddr != "" {
+		if err := mgr.Add(&gateway.Gateway{
+			Addr:        cfg.gatewayAddr,
+			GiteaURL:    cfg.giteaURL,
+			Repository:  cfg.repository,
+			Reader:      mgr.GetAPIReader(),
+			Cache:       mgr.GetClient(),
+			Authn:       authn,
+			Credentials: gateway.NewCredentials(mgr.GetAPIReader(), cfg.gatewayCredentials, gc),
+			Gitea:       gc,
+			Recorder:    mgr.GetEventRecorder("fleet-gateway"),
+			Clock:       clk,
+		}); err != nil {
+			return fmt.Errorf("gateway: %w", err)
+		}
 	}
 	return (&taskclaim.Reconciler{
 		Client:     mgr.GetClient(),

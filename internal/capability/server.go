@@ -1,6 +1,8 @@
-// Package capability serves the capability check, POST /v1/authorize: whether a worker
-// may perform one operation on one target now, answered from its active TaskClaims read
-// straight from the API server.
+// Package capability serves the capability check, POST /v1/authorize: whether the calling
+// worker may perform one operation on one target now, answered from its active TaskClaims
+// read straight from the API server. The caller authenticates like at the gateway (a
+// ServiceAccount token for gateway.Audience) and is only ever asked about: a request that
+// names another worker is refused.
 package capability
 
 import (
@@ -18,12 +20,14 @@ import (
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/internal/gateway"
 )
 
 // Request asks whether a worker may perform one operation on one target now.
+// Namespace and Worker default to the caller's; any other value is refused.
 type Request struct {
-	Namespace  string `json:"namespace"`
-	Worker     string `json:"worker"`
+	Namespace  string `json:"namespace,omitempty"`
+	Worker     string `json:"worker,omitempty"`
 	Repository string `json:"repository"`
 	Kind       string `json:"kind"`
 	Number     int64  `json:"number"`
@@ -53,6 +57,8 @@ type Server struct {
 	Addr   string
 	Reader client.Reader
 	Clock  clock.PassiveClock
+	// Authn verifies the caller's ServiceAccount token.
+	Authn *gateway.Authenticator
 }
 
 // NeedLeaderElection is false: every replica can answer.
@@ -62,19 +68,37 @@ func (s *Server) NeedLeaderElection() bool { return false }
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/authorize", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		caller, err := s.Authn.Authenticate(r.Context(), gateway.BearerToken(r))
+		if err != nil {
+			status := http.StatusServiceUnavailable
+			if errors.Is(err, gateway.ErrUnauthenticated) {
+				status = http.StatusUnauthorized
+			}
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(`{"reason":"unauthenticated","message":"present a ServiceAccount token bound to the audience ` + gateway.Audience + `"}` + "\n"))
+			return
+		}
 		var q Request
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&q); err != nil || q.Namespace == "" || q.Worker == "" || q.Operation == "" {
-			http.Error(w, `{"error":"body must be a JSON object with namespace, worker, repository, kind, number, operation"}`, http.StatusBadRequest)
+		if err := dec.Decode(&q); err != nil || q.Operation == "" {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"reason":"malformed_request","message":"body must be a JSON object with repository, kind, number, operation (and headSHA for pull requests)"}` + "\n"))
 			return
 		}
+		if (q.Namespace != "" && q.Namespace != caller.Namespace) || (q.Worker != "" && q.Worker != caller.Name) {
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"reason":"wrong_worker","message":"the capability check answers only about the caller"}` + "\n"))
+			return
+		}
+		q.Namespace, q.Worker = caller.Namespace, caller.Name
 		ans, err := Authorize(r.Context(), s.Reader, s.Clock.Now(), q)
 		if err != nil {
-			http.Error(w, `{"error":"capability state unavailable"}`, http.StatusServiceUnavailable)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"reason":"state_unavailable","message":"capability state unavailable"}` + "\n"))
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(ans)
 	})
 	return mux

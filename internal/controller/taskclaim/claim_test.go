@@ -19,6 +19,7 @@ import (
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/capability"
 	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
 )
 
@@ -121,13 +122,18 @@ var _ = Describe("Claiming", func() {
 		Expect(ans.Reason).To(Equal(claim.ReasonNoCapability), "another worker holds nothing through this claim")
 
 		By("answering the same through the capability endpoint (POST /v1/authorize)")
-		hs := httptest.NewServer((&capability.Server{Reader: k8s, Clock: clock.RealClock{}}).Handler())
+		hs := httptest.NewServer((&capability.Server{Reader: k8s, Clock: clock.RealClock{}, Authn: gateway.NewAuthenticator(k8s)}).Handler())
 		defer hs.Close()
+		token, err := env.ServiceAccountToken(ctx, nsMain, w.name, gateway.Audience)
+		Expect(err).NotTo(HaveOccurred())
 		ask := func(op string, q fleetv1alpha1.TaskTarget) claim.Answer {
 			GinkgoHelper()
 			body, _ := json.Marshal(capability.Request{Namespace: nsMain, Worker: w.name, Repository: q.Repository,
 				Kind: q.Kind, Number: q.Number, HeadSHA: q.HeadSHA, Operation: op})
-			resp, err := http.Post(hs.URL+"/v1/authorize", "application/json", bytes.NewReader(body))
+			req, err := http.NewRequest(http.MethodPost, hs.URL+"/v1/authorize", bytes.NewReader(body))
+			Expect(err).NotTo(HaveOccurred())
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
 			Expect(err).NotTo(HaveOccurred())
 			defer func() { _ = resp.Body.Close() }()
 			Expect(resp.StatusCode).To(Equal(http.StatusOK))

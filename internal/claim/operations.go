@@ -1,0 +1,464 @@
+package claim
+
+import (
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// OpRead is the neutral read capability every registered worker holds: reads of the
+// canonical repository. It is not a task operation and no capability lists it.
+const OpRead = "read"
+
+// Operations the gateway can name but no role is granted. Their routes are in the table so
+// that a refusal names what was attempted; a role that needs one lists it in OperationsFor.
+const (
+	// OpLabel adds or removes labels.
+	OpLabel = "label"
+	// OpAssign changes assignees.
+	OpAssign = "assign"
+	// OpEditIssue edits an issue or pull request (title, body, state: closing): the claim
+	// record lives in the body, so no worker may edit it.
+	OpEditIssue = "edit_issue"
+)
+
+// Gateway refusal reasons beyond the Authorize reasons.
+const (
+	// ReasonIndependence: the caller's identity authored, pushed to or already reviewed the
+	// pull request, so it may not review, approve or merge it.
+	ReasonIndependence = "independence"
+	// ReasonWrongBranch: a push or pull request names a branch other than the claim's work
+	// branch (the default branch is never one).
+	ReasonWrongBranch = "wrong_branch"
+	// ReasonMissingReference: a pull request does not reference the claimed issue.
+	ReasonMissingReference = "missing_reference"
+	// ReasonRouteNotPermitted: the request matches no route the gateway forwards.
+	ReasonRouteNotPermitted = "route_not_permitted"
+	// ReasonMalformedRequest: the request body cannot be read as the route requires.
+	ReasonMalformedRequest = "malformed_request"
+	// ReasonNotRegistered: the caller has no active WorkerRegistration.
+	ReasonNotRegistered = "not_registered"
+	// ReasonStateUnavailable: the authoritative state could not be read; the gateway fails
+	// closed.
+	ReasonStateUnavailable = "state_unavailable"
+)
+
+// BodyRule says what a mutation's body must satisfy besides its route.
+type BodyRule string
+
+const (
+	// BodyAny: the body is not inspected.
+	BodyAny BodyRule = ""
+	// BodyReview: a review; its event decides review or approve, its commit_id must be the
+	// bound head.
+	BodyReview BodyRule = "review"
+	// BodyMerge: a merge; its head_commit_id must be the bound head.
+	BodyMerge BodyRule = "merge"
+	// BodyOpenPull: a new pull request; its head must be the claim's work branch and its
+	// title or body must reference the claimed issue as #N.
+	BodyOpenPull BodyRule = "open_pull"
+	// BodyReceivePack: a git push; every ref update must be the claim's work branch.
+	BodyReceivePack BodyRule = "receive_pack"
+)
+
+// Route is what a request's method and path mean.
+type Route struct {
+	// Operation is the operation the route performs (OpRead for reads). For BodyReview the
+	// event decides: OpReview here stands for both review and approve.
+	Operation string
+	// Repository is the "owner/name" the path names ("" for reads outside repositories).
+	Repository string
+	// Number is the issue or pull request the path names (0 when none).
+	Number int64
+	// Kind is KindPullRequest for pull-request-only routes, "" when the number may be
+	// either (Gitea numbers issues and pull requests in one sequence).
+	Kind Kind
+	// Body is the body rule.
+	Body BodyRule
+	// Git is set for git smart-HTTP routes.
+	Git bool
+}
+
+// Mutation reports whether the route writes.
+func (r Route) Mutation() bool { return r.Operation != OpRead }
+
+// route is one row of the table. Pattern segments: {owner}, {repo}, {repo.git} (a
+// repository name with or without ".git"), {n} (a positive number), ** (any rest,
+// including nothing), or a literal.
+type route struct {
+	methods   []string
+	pattern   string
+	service   string // git: the ?service= value required ("" = none)
+	operation string
+	kind      Kind
+	body      BodyRule
+	git       bool
+}
+
+const apiRepo = "/api/v1/repos/{owner}/{repo}"
+
+// HTTP methods of the table (the pure package does not import net/http).
+const (
+	methodGet    = "GET"
+	methodHead   = "HEAD"
+	methodPost   = "POST"
+	methodPut    = "PUT"
+	methodDelete = "DELETE"
+	methodPatch  = "PATCH"
+)
+
+// routes is the gateway's one table, first match wins; docs/gateway.md renders it.
+var routes = []route{
+	// Neutral reads.
+	{methods: []string{methodGet, methodHead}, pattern: "/api/v1/version", operation: OpRead},
+	{methods: []string{methodGet, methodHead}, pattern: "/api/v1/user", operation: OpRead},
+	{methods: []string{methodGet, methodHead}, pattern: "/api/v1/settings/**", operation: OpRead},
+	{methods: []string{methodGet, methodHead}, pattern: apiRepo + "/**", operation: OpRead},
+	{methods: []string{methodGet}, pattern: "/{owner}/{repo.git}/info/refs", service: "git-upload-pack", operation: OpRead, git: true},
+	{methods: []string{methodPost}, pattern: "/{owner}/{repo.git}/git-upload-pack", operation: OpRead, git: true},
+	// The push advertisement is a read; the push itself is checked ref by ref.
+	{methods: []string{methodGet}, pattern: "/{owner}/{repo.git}/info/refs", service: "git-receive-pack", operation: OpRead, git: true},
+	{methods: []string{methodPost}, pattern: "/{owner}/{repo.git}/git-receive-pack", operation: OpPushBranch, body: BodyReceivePack, git: true},
+	// Task mutations.
+	{methods: []string{methodPost}, pattern: apiRepo + "/issues/{n}/comments", operation: OpComment},
+	{methods: []string{methodPost}, pattern: apiRepo + "/pulls/{n}/reviews", operation: OpReview, kind: KindPullRequest, body: BodyReview},
+	{methods: []string{methodPost}, pattern: apiRepo + "/pulls/{n}/merge", operation: OpMerge, kind: KindPullRequest, body: BodyMerge},
+	{methods: []string{methodPost}, pattern: apiRepo + "/pulls", operation: OpOpenPullRequest, body: BodyOpenPull},
+	// Named so refusals are precise; no role holds these operations.
+	{methods: []string{methodPost, methodPut, methodDelete}, pattern: apiRepo + "/issues/{n}/labels/**", operation: OpLabel},
+	{methods: []string{methodPost, methodDelete}, pattern: apiRepo + "/issues/{n}/assignees", operation: OpAssign},
+	{methods: []string{methodPatch}, pattern: apiRepo + "/issues/{n}", operation: OpEditIssue},
+	{methods: []string{methodPatch}, pattern: apiRepo + "/pulls/{n}", operation: OpEditIssue, kind: KindPullRequest},
+}
+
+// RouteRow is one row of the route table, for documentation and tests.
+type RouteRow struct {
+	Methods   []string
+	Pattern   string
+	Service   string
+	Operation string
+	Kind      Kind
+	Body      BodyRule
+}
+
+// RouteTable returns the gateway's route table in match order.
+func RouteTable() []RouteRow {
+	out := make([]RouteRow, 0, len(routes))
+	for _, r := range routes {
+		out = append(out, RouteRow{Methods: slices.Clone(r.methods), Pattern: r.pattern, Service: r.service,
+			Operation: r.operation, Kind: r.kind, Body: r.body})
+	}
+	return out
+}
+
+// MatchRoute maps a request to its route: method, the request path as the server will
+// route it (already unescaped, and refused by the caller when it needed escaping) and the
+// git ?service= query value. A path that is not clean (".", "..", "//", a trailing "/")
+// matches nothing, so a prefix can never be walked out of. ok is false for every request
+// the gateway does not forward.
+func MatchRoute(method, urlPath, service string) (Route, bool) {
+	if urlPath == "" || urlPath[0] != '/' || path.Clean(urlPath) != urlPath || strings.ContainsAny(urlPath, "\\\x00") {
+		return Route{}, false
+	}
+	segs := strings.Split(urlPath[1:], "/")
+	for _, r := range routes {
+		if !slices.Contains(r.methods, method) || r.service != service {
+			continue
+		}
+		if m, ok := match(strings.Split(r.pattern[1:], "/"), segs); ok {
+			m.Operation, m.Kind, m.Body, m.Git = r.operation, r.kind, r.body, r.git
+			return m, true
+		}
+	}
+	return Route{}, false
+}
+
+func match(pattern, segs []string) (Route, bool) {
+	var m Route
+	var owner, repo string
+	for i, p := range pattern {
+		if p == "**" {
+			break
+		}
+		if i >= len(segs) || segs[i] == "" {
+			return Route{}, false
+		}
+		s := segs[i]
+		switch p {
+		case "{owner}":
+			owner = s
+		case "{repo}":
+			repo = s
+		case "{repo.git}":
+			repo = strings.TrimSuffix(s, ".git")
+		case "{n}":
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n <= 0 || strconv.FormatInt(n, 10) != s {
+				return Route{}, false
+			}
+			m.Number = n
+		default:
+			if p != s {
+				return Route{}, false
+			}
+		}
+	}
+	if last := pattern[len(pattern)-1]; last != "**" && len(segs) != len(pattern) {
+		return Route{}, false
+	} else if last == "**" && len(segs) < len(pattern)-1 {
+		return Route{}, false
+	}
+	if owner != "" || repo != "" {
+		if owner == "" || repo == "" {
+			return Route{}, false
+		}
+		m.Repository = owner + "/" + repo
+	}
+	return m, true
+}
+
+// ReviewOperation maps a review's event to its operation: APPROVED is approve, COMMENT and
+// REQUEST_CHANGES are review. Anything else (a pending draft, an unknown event) is no
+// operation at all.
+func ReviewOperation(event string) (string, bool) {
+	switch strings.ToUpper(strings.TrimSpace(event)) {
+	case ReviewApproved:
+		return OpApprove, true
+	case ReviewComment, ReviewRequestChanges:
+		return OpReview, true
+	}
+	return "", false
+}
+
+// WorkBranch is the only branch a claim's author may push to and open a pull request
+// from: derived from the claim's namespace and name, so two claims never share one, and
+// never the default branch.
+func WorkBranch(namespace, claimName string) string {
+	return "fleet/" + namespace + "/" + claimName
+}
+
+// WorkRef is WorkBranch as a full git ref.
+func WorkRef(namespace, claimName string) string {
+	return "refs/heads/" + WorkBranch(namespace, claimName)
+}
+
+// RefUpdate is one command of a git push: old and new object ids and the ref.
+type RefUpdate struct {
+	Old, New, Ref string
+}
+
+// Deletes reports whether the update deletes its ref.
+func (u RefUpdate) Deletes() bool { return strings.Trim(u.New, "0") == "" }
+
+// HeldClaim is one of the caller's claims as the gateway read it from the API server.
+type HeldClaim struct {
+	// Namespace and Name identify the TaskClaim.
+	Namespace, Name string
+	// Worker is spec.worker.
+	Worker string
+	// Phase is status.phase.
+	Phase string
+	// Capability is status.capability (nil when none).
+	Capability *Capability
+}
+
+// Write is one mutation as the gateway read it, with the facts the decision needs.
+type Write struct {
+	// Route is the matched route (a mutation).
+	Route Route
+	// Event is a review's "event".
+	Event string
+	// CommitID is a review's "commit_id" or a merge's "head_commit_id".
+	CommitID string
+	// PullHead and PullText are a new pull request's head branch and its title and body.
+	PullHead, PullText string
+	// Refs are a push's ref updates.
+	Refs []RefUpdate
+}
+
+// WriteInput is everything AuthorizeWrite decides on.
+type WriteInput struct {
+	// Worker is the authenticated caller's registration name; Identity its Gitea login.
+	Worker, Identity string
+	// Repository is the gateway's canonical repository.
+	Repository string
+	// DefaultBranch is the repository's default branch ("" = unknown: pushes are refused).
+	DefaultBranch string
+	// Claims are the caller's claims, read straight from the API server.
+	Claims []HeldClaim
+	// Write is the mutation.
+	Write Write
+	// LiveHead is the pull request's head as Gitea reports it now (pull request targets).
+	LiveHead string
+	// Target is the state of the bound pull request read now, for the independence
+	// re-check of review, approve and merge (nil when not read: refused).
+	Target *TargetState
+	// Now is the time of the write.
+	Now time.Time
+}
+
+// WriteVerdict is the gateway's answer for one mutation.
+type WriteVerdict struct {
+	// Allowed is true when the mutation may be forwarded.
+	Allowed bool
+	// Operation is the resolved operation (review or approve for a review).
+	Operation string
+	// Reason names the refusal ("" when allowed).
+	Reason string
+	// Message explains the refusal without naming any other task.
+	Message string
+	// Claim is the caller's claim the verdict is about ("" when none).
+	Claim string
+}
+
+var refusalMessages = map[string]string{
+	ReasonNoCapability:          "you hold no active task capability; claim a task first",
+	ReasonRevoked:               "your capability was revoked",
+	ReasonExpired:               "your capability has expired",
+	ReasonWrongWorker:           "the capability belongs to another worker",
+	ReasonWrongRepository:       "the gateway serves only its canonical repository",
+	ReasonWrongTarget:           "your capability does not cover this issue or pull request",
+	ReasonWrongHead:             "the commit named is not the head your capability is bound to, or the pull request's head moved",
+	ReasonOperationNotPermitted: "your role does not permit this operation",
+	ReasonIndependence:          "your identity authored, pushed to or already reviewed this pull request",
+	ReasonWrongBranch:           "you may push to and open pull requests from your claim's work branch only",
+	ReasonMissingReference:      "the pull request must reference the claimed issue as #N in its title or body",
+	ReasonRouteNotPermitted:     "the gateway does not forward this request",
+	ReasonMalformedRequest:      "the request body cannot be read as this route requires",
+	ReasonNotRegistered:         "you have no active worker registration",
+	ReasonStateUnavailable:      "the authoritative state could not be read; try again",
+}
+
+// RefusalMessage is the fixed message of a refusal reason.
+func RefusalMessage(reason string) string {
+	if m, ok := refusalMessages[reason]; ok {
+		return m
+	}
+	return "refused"
+}
+
+func refuse(op, reason, claimName string) WriteVerdict {
+	return WriteVerdict{Operation: op, Reason: reason, Message: RefusalMessage(reason), Claim: claimName}
+}
+
+// AuthorizeWrite decides one mutation at the moment of the write. It resolves the
+// operation (a review's event), picks the caller's claim the write is about (by number, or
+// by work branch for pushes and new pull requests), and runs Authorize on it: expiry,
+// revocation, worker, repository, target, head and operation. Review, approve and merge
+// name the bound head in their body and Gitea must still report it as the head; they are
+// also re-checked for independence against the pull request as read now. Claims of other
+// workers are never considered and no message names another task.
+func AuthorizeWrite(in WriteInput) WriteVerdict {
+	w := in.Write
+	op := w.Route.Operation
+	if w.Route.Body == BodyReview {
+		var ok bool
+		if op, ok = ReviewOperation(w.Event); !ok {
+			return refuse(OpReview, ReasonOperationNotPermitted, "")
+		}
+	}
+	if !sameRepository(w.Route.Repository, in.Repository) {
+		return refuse(op, ReasonWrongRepository, "")
+	}
+	active := make([]HeldClaim, 0, len(in.Claims))
+	for _, h := range in.Claims {
+		if h.Worker == in.Worker && h.Phase == PhaseActive && h.Capability != nil {
+			active = append(active, h)
+		}
+	}
+	if len(active) == 0 {
+		return refuse(op, ReasonNoCapability, "")
+	}
+	switch w.Route.Body {
+	case BodyOpenPull:
+		return authorizeByBranch(in, active, op, []string{"refs/heads/" + strings.TrimPrefix(w.PullHead, "refs/heads/")})
+	case BodyReceivePack:
+		refs := make([]string, 0, len(w.Refs))
+		for _, u := range w.Refs {
+			if u.Deletes() {
+				return refuse(op, ReasonWrongBranch, "")
+			}
+			refs = append(refs, u.Ref)
+		}
+		return authorizeByBranch(in, active, op, refs)
+	}
+	var last WriteVerdict
+	for _, h := range active {
+		c := h.Capability
+		t := Target{Repository: w.Route.Repository, Kind: w.Route.Kind, Number: w.Route.Number}
+		if t.Kind == "" && t.Number == c.Target.Number {
+			t.Kind = c.Target.Kind // one number sequence: the same number is the same item
+		}
+		if t.Kind == "" {
+			t.Kind = KindIssue
+		}
+		if t.Kind == KindPullRequest {
+			switch w.Route.Body {
+			case BodyReview, BodyMerge:
+				t.HeadSHA = w.CommitID
+			default:
+				t.HeadSHA = in.LiveHead
+			}
+		}
+		ok, reason := Authorize(c, false, Query{Worker: in.Worker, Repository: w.Route.Repository, Target: t, Operation: op, Now: in.Now})
+		if ok && t.Kind == KindPullRequest && !sameSHA(in.LiveHead, c.Target.HeadSHA) {
+			ok, reason = false, ReasonWrongHead
+		}
+		if ok && (op == OpReview || op == OpApprove || op == OpMerge) {
+			if in.Target == nil || !in.Target.Target.SameItem(Target{Repository: c.Repository, Kind: c.Target.Kind, Number: c.Target.Number}) ||
+				CheckIndependence(in.Identity, c.Role, *in.Target) != nil {
+				ok, reason = false, ReasonIndependence
+			}
+		}
+		if ok {
+			return WriteVerdict{Allowed: true, Operation: op, Claim: h.Name}
+		}
+		last = refuse(op, reason, h.Name)
+	}
+	return last
+}
+
+// authorizeByBranch authorizes a push or a new pull request: every ref must be the work
+// branch of one and the same active claim of the caller, and that claim must permit op. A
+// new pull request must also reference the claimed issue.
+func authorizeByBranch(in WriteInput, active []HeldClaim, op string, refs []string) WriteVerdict {
+	if len(refs) == 0 {
+		return refuse(op, ReasonMalformedRequest, "")
+	}
+	for _, ref := range refs {
+		if in.DefaultBranch == "" || ref == "refs/heads/"+in.DefaultBranch {
+			return refuse(op, ReasonWrongBranch, "")
+		}
+	}
+	for _, h := range active {
+		want := WorkRef(h.Namespace, h.Name)
+		if slices.ContainsFunc(refs, func(r string) bool { return r != want }) {
+			continue
+		}
+		c := h.Capability
+		ok, reason := Authorize(c, false, Query{Worker: in.Worker, Repository: in.Repository, Target: c.Target.withRepository(c.Repository), Operation: op, Now: in.Now})
+		if !ok {
+			return refuse(op, reason, h.Name)
+		}
+		if in.Write.Route.Body == BodyOpenPull && !References(in.Write.PullText, c.Target.Number) {
+			return refuse(op, ReasonMissingReference, h.Name)
+		}
+		return WriteVerdict{Allowed: true, Operation: op, Claim: h.Name}
+	}
+	return refuse(op, ReasonWrongBranch, "")
+}
+
+func (t Target) withRepository(repo string) Target {
+	t.Repository = repo
+	return t
+}
+
+// References reports whether text mentions issue n as "#n" (not as a prefix of a longer
+// number).
+func References(text string, n int64) bool {
+	re := regexp.MustCompile(`(^|[^\w/])#` + strconv.FormatInt(n, 10) + `\b`)
+	return re.MatchString(text)
+}

@@ -1,0 +1,269 @@
+package claim
+
+import (
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMatchRoute(t *testing.T) {
+	api := "/api/v1/repos/fleet/app"
+	tests := []struct {
+		name, method, path, service string
+		want                        Route
+		ok                          bool
+	}{
+		{"read of the repository", "GET", api + "/issues/42", "", Route{Operation: OpRead, Repository: fxRepo}, true},
+		{"read of the repository itself", "GET", api, "", Route{Operation: OpRead, Repository: fxRepo}, true},
+		{"head is a read", "HEAD", api + "/pulls/57", "", Route{Operation: OpRead, Repository: fxRepo}, true},
+		{"version", "GET", "/api/v1/version", "", Route{Operation: OpRead}, true},
+		{"own user", "GET", "/api/v1/user", "", Route{Operation: OpRead}, true},
+		{"other users are not served", "GET", "/api/v1/users/alice/repos", "", Route{}, false},
+		{"repository search is not served", "GET", "/api/v1/repos/search", "", Route{}, false},
+		{"comment", "POST", api + "/issues/42/comments", "", Route{Operation: OpComment, Repository: fxRepo, Number: 42}, true},
+		{"comment on a number that is not one", "POST", api + "/issues/042/comments", "", Route{}, false},
+		{"comment on zero", "POST", api + "/issues/0/comments", "", Route{}, false},
+		{"review", "POST", api + "/pulls/57/reviews", "", Route{Operation: OpReview, Repository: fxRepo, Number: 57, Kind: KindPullRequest, Body: BodyReview}, true},
+		{"merge", "POST", api + "/pulls/57/merge", "", Route{Operation: OpMerge, Repository: fxRepo, Number: 57, Kind: KindPullRequest, Body: BodyMerge}, true},
+		{"cancel auto-merge is not served", "DELETE", api + "/pulls/57/merge", "", Route{}, false},
+		{"open a pull request", "POST", api + "/pulls", "", Route{Operation: OpOpenPullRequest, Repository: fxRepo, Body: BodyOpenPull}, true},
+		{"close or edit an issue", "PATCH", api + "/issues/42", "", Route{Operation: OpEditIssue, Repository: fxRepo, Number: 42}, true},
+		{"labels", "POST", api + "/issues/42/labels", "", Route{Operation: OpLabel, Repository: fxRepo, Number: 42}, true},
+		{"one label", "DELETE", api + "/issues/42/labels/7", "", Route{Operation: OpLabel, Repository: fxRepo, Number: 42}, true},
+		{"assignees", "POST", api + "/issues/42/assignees", "", Route{Operation: OpAssign, Repository: fxRepo, Number: 42}, true},
+		{"editing a comment is not served", "PATCH", api + "/issues/comments/9", "", Route{}, false},
+		{"deleting the repository is not served", "DELETE", api, "", Route{}, false},
+		{"submitting a pending review is not served", "POST", api + "/pulls/57/reviews/3", "", Route{}, false},
+		{"fetch advertisement", "GET", "/fleet/app.git/info/refs", "git-upload-pack", Route{Operation: OpRead, Repository: fxRepo, Git: true}, true},
+		{"fetch", "POST", "/fleet/app.git/git-upload-pack", "", Route{Operation: OpRead, Repository: fxRepo, Git: true}, true},
+		{"fetch without .git", "POST", "/fleet/app/git-upload-pack", "", Route{Operation: OpRead, Repository: fxRepo, Git: true}, true},
+		{"push advertisement", "GET", "/fleet/app.git/info/refs", "git-receive-pack", Route{Operation: OpRead, Repository: fxRepo, Git: true}, true},
+		{"push", "POST", "/fleet/app.git/git-receive-pack", "", Route{Operation: OpPushBranch, Repository: fxRepo, Body: BodyReceivePack, Git: true}, true},
+		{"info/refs with another service", "GET", "/fleet/app.git/info/refs", "git-upload-archive", Route{}, false},
+		{"dot-dot is never matched", "GET", api + "/../../other/x", "", Route{}, false},
+		{"double slash is never matched", "POST", "/api/v1/repos/fleet//app/issues/42/comments", "", Route{}, false},
+		{"trailing slash is never matched", "POST", api + "/issues/42/comments/", "", Route{}, false},
+		{"relative path", "GET", "api/v1/version", "", Route{}, false},
+		{"unknown method", "PUT", api + "/issues/42/comments", "", Route{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := MatchRoute(tt.method, tt.path, tt.service)
+			if ok != tt.ok || got != tt.want {
+				t.Fatalf("MatchRoute(%s %s ?service=%s) = %+v, %v; want %+v, %v", tt.method, tt.path, tt.service, got, ok, tt.want, tt.ok)
+			}
+			if ok && got.Mutation() != (tt.want.Operation != OpRead) {
+				t.Fatalf("Mutation() = %v", got.Mutation())
+			}
+		})
+	}
+}
+
+// TestRouteTableDocumented: every row of the table is in docs/gateway.md, so the
+// documented table cannot drift from the code.
+func TestRouteTableDocumented(t *testing.T) {
+	doc := readDoc(t, "../../docs/gateway.md")
+	for _, r := range RouteTable() {
+		needle := "`" + r.Pattern + "`"
+		if !strings.Contains(doc, needle) {
+			t.Errorf("docs/gateway.md lacks route %s", needle)
+		}
+		if r.Operation != OpRead && !strings.Contains(doc, "`"+r.Operation+"`") {
+			t.Errorf("docs/gateway.md lacks operation %s", r.Operation)
+		}
+	}
+}
+
+func TestReviewOperation(t *testing.T) {
+	for event, want := range map[string]string{"APPROVED": OpApprove, "approved": OpApprove, "COMMENT": OpReview,
+		"REQUEST_CHANGES": OpReview, "PENDING": "", "": "", "REQUEST_REVIEW": ""} {
+		got, ok := ReviewOperation(event)
+		if got != want || ok != (want != "") {
+			t.Errorf("ReviewOperation(%q) = %q, %v; want %q", event, got, ok, want)
+		}
+	}
+}
+
+func TestWorkBranch(t *testing.T) {
+	if got := WorkRef("team-a", "tc-7"); got != "refs/heads/fleet/team-a/tc-7" {
+		t.Fatalf("WorkRef = %s", got)
+	}
+	if WorkBranch("a", "b-c") == WorkBranch("a-b", "c") {
+		t.Fatal("two claims share a work branch")
+	}
+}
+
+func TestReferences(t *testing.T) {
+	for text, want := range map[string]bool{"Fixes #42": true, "#42": true, "(#42)": true, "closes #42.": true,
+		"#421": false, "#4": false, "other/repo#42": false, "issue 42": false, "x#42": false} {
+		if got := References(text, 42); got != want {
+			t.Errorf("References(%q, 42) = %v", text, got)
+		}
+	}
+}
+
+// gateway fixtures: a reviewer on fxPR and an author on fxIssue.
+func gwCap(role Role, target Target) *Capability {
+	return &Capability{Worker: "w1", Identity: "carol", Repository: fxRepo, Target: target, Role: role,
+		Operations: OperationsFor(role), ClaimID: fxClaimID, LeaseName: "l", LeaseGeneration: "1", ExpiresAt: fxNow.Add(time.Hour)}
+}
+
+func gwIn(role Role, target Target, w Write) WriteInput {
+	st := fxPRState()
+	return WriteInput{
+		Worker: "w1", Identity: "carol", Repository: fxRepo, DefaultBranch: "main",
+		Claims: []HeldClaim{
+			{Namespace: "ns", Name: "tc-mine", Worker: "w1", Phase: PhaseActive, Capability: gwCap(role, target)},
+			// Another worker's claim on another task never counts and is never named.
+			{Namespace: "ns", Name: "tc-foreign-secret", Worker: "w2", Phase: PhaseActive, Capability: &Capability{
+				Worker: "w2", Identity: "dave", Repository: fxRepo, Target: Target{Repository: fxRepo, Kind: KindIssue, Number: 999},
+				Role: RoleAuthor, Operations: OperationsFor(RoleAuthor), ExpiresAt: fxNow.Add(time.Hour)}},
+		},
+		Write: w, LiveHead: fxHead, Target: &st, Now: fxNow,
+	}
+}
+
+func apiRoute(method, p string) Route {
+	r, ok := MatchRoute(method, "/api/v1/repos/"+fxRepo+p, "")
+	if !ok {
+		panic("no route " + p)
+	}
+	return r
+}
+
+func TestAuthorizeWrite(t *testing.T) {
+	comment := func(n string) Write { return Write{Route: apiRoute("POST", "/issues/"+n+"/comments")} }
+	review := func(event, commit string) Write {
+		return Write{Route: apiRoute("POST", "/pulls/57/reviews"), Event: event, CommitID: commit}
+	}
+	merge := func(commit string) Write { return Write{Route: apiRoute("POST", "/pulls/57/merge"), CommitID: commit} }
+	openPull := func(head, text string) Write {
+		return Write{Route: apiRoute("POST", "/pulls"), PullHead: head, PullText: text}
+	}
+	pushRoute, _ := MatchRoute("POST", "/fleet/app.git/git-receive-pack", "")
+	push := func(refs ...string) Write {
+		w := Write{Route: pushRoute}
+		for _, r := range refs {
+			w.Refs = append(w.Refs, RefUpdate{Old: strings.Repeat("0", 40), New: fxHead, Ref: r})
+		}
+		return w
+	}
+	work := WorkRef("ns", "tc-mine")
+	selfAuthored := fxPRState()
+	selfAuthored.Author = "carol"
+	pushedBy := fxPRState()
+	pushedBy.Pushers = []string{"Carol"}
+
+	tests := []struct {
+		name   string
+		role   Role
+		target Target
+		write  Write
+		mutate func(*WriteInput)
+		allow  bool
+		op     string
+		reason string
+	}{
+		{name: "author comments on its issue", role: RoleAuthor, target: fxIssue(), write: comment("42"), allow: true, op: OpComment},
+		{name: "author comments on another issue", role: RoleAuthor, target: fxIssue(), write: comment("43"), op: OpComment, reason: ReasonWrongTarget},
+		{name: "neutral worker comments", role: RoleAuthor, target: fxIssue(), write: comment("42"), op: OpComment, reason: ReasonNoCapability,
+			mutate: func(in *WriteInput) { in.Claims = in.Claims[1:] }},
+		{name: "released claim", role: RoleAuthor, target: fxIssue(), write: comment("42"), op: OpComment, reason: ReasonNoCapability,
+			mutate: func(in *WriteInput) { in.Claims[0].Phase = PhaseReleased }},
+		{name: "expired capability", role: RoleAuthor, target: fxIssue(), write: comment("42"), op: OpComment, reason: ReasonExpired,
+			mutate: func(in *WriteInput) { in.Now = fxNow.Add(2 * time.Hour) }},
+		{name: "another worker's claim does not count", role: RoleAuthor, target: fxIssue(), write: comment("999"), op: OpComment, reason: ReasonWrongTarget},
+		{name: "other repository", role: RoleAuthor, target: fxIssue(), op: OpComment, reason: ReasonWrongRepository,
+			write: Write{Route: Route{Operation: OpComment, Repository: "other/repo", Number: 42}}},
+		{name: "author may not label", role: RoleAuthor, target: fxIssue(), write: Write{Route: apiRoute("POST", "/issues/42/labels")}, op: OpLabel, reason: ReasonOperationNotPermitted},
+		{name: "author may not close its issue", role: RoleAuthor, target: fxIssue(), write: Write{Route: apiRoute("PATCH", "/issues/42")}, op: OpEditIssue, reason: ReasonOperationNotPermitted},
+		{name: "reviewer comments at the live head", role: RoleReviewer, target: fxPR(), write: comment("57"), allow: true, op: OpComment},
+		{name: "reviewer comments after the head moved", role: RoleReviewer, target: fxPR(), write: comment("57"), op: OpComment, reason: ReasonWrongHead,
+			mutate: func(in *WriteInput) { in.LiveHead = fxOtherHead }},
+		{name: "reviewer reviews at the bound head", role: RoleReviewer, target: fxPR(), write: review("COMMENT", fxHead), allow: true, op: OpReview},
+		{name: "reviewer requests changes", role: RoleReviewer, target: fxPR(), write: review("REQUEST_CHANGES", fxHead), allow: true, op: OpReview},
+		{name: "reviewer reviews another head", role: RoleReviewer, target: fxPR(), write: review("COMMENT", fxOtherHead), op: OpReview, reason: ReasonWrongHead},
+		{name: "reviewer reviews without a commit", role: RoleReviewer, target: fxPR(), write: review("COMMENT", ""), op: OpReview, reason: ReasonWrongHead},
+		{name: "reviewer reviews when Gitea's head moved", role: RoleReviewer, target: fxPR(), write: review("COMMENT", fxHead), op: OpReview, reason: ReasonWrongHead,
+			mutate: func(in *WriteInput) { in.LiveHead = fxOtherHead }},
+		{name: "reviewer approves", role: RoleReviewer, target: fxPR(), write: review("APPROVED", fxHead), op: OpApprove, reason: ReasonOperationNotPermitted},
+		{name: "reviewer merges", role: RoleReviewer, target: fxPR(), write: merge(fxHead), op: OpMerge, reason: ReasonOperationNotPermitted},
+		{name: "pending review", role: RoleReviewer, target: fxPR(), write: review("PENDING", fxHead), op: OpReview, reason: ReasonOperationNotPermitted},
+		{name: "approver approves", role: RoleApprover, target: fxPR(), write: review("APPROVED", fxHead), allow: true, op: OpApprove},
+		{name: "approver may not request changes", role: RoleApprover, target: fxPR(), write: review("REQUEST_CHANGES", fxHead), op: OpReview, reason: ReasonOperationNotPermitted},
+		{name: "approver that authored the PR", role: RoleApprover, target: fxPR(), write: review("APPROVED", fxHead), op: OpApprove, reason: ReasonIndependence,
+			mutate: func(in *WriteInput) { in.Target = &selfAuthored }},
+		{name: "approver that pushed to the PR", role: RoleApprover, target: fxPR(), write: review("APPROVED", fxHead), op: OpApprove, reason: ReasonIndependence,
+			mutate: func(in *WriteInput) { in.Target = &pushedBy }},
+		{name: "approve without a fresh read of the PR", role: RoleApprover, target: fxPR(), write: review("APPROVED", fxHead), op: OpApprove, reason: ReasonIndependence,
+			mutate: func(in *WriteInput) { in.Target = nil }},
+		{name: "merger merges at the bound head", role: RoleMerger, target: fxPR(), write: merge(fxHead), allow: true, op: OpMerge},
+		{name: "merger merges another head", role: RoleMerger, target: fxPR(), write: merge(fxOtherHead), op: OpMerge, reason: ReasonWrongHead},
+		{name: "merger that authored the PR", role: RoleMerger, target: fxPR(), write: merge(fxHead), op: OpMerge, reason: ReasonIndependence,
+			mutate: func(in *WriteInput) { in.Target = &selfAuthored }},
+		{name: "author pushes its work branch", role: RoleAuthor, target: fxIssue(), write: push(work), allow: true, op: OpPushBranch},
+		{name: "author pushes the default branch", role: RoleAuthor, target: fxIssue(), write: push("refs/heads/main"), op: OpPushBranch, reason: ReasonWrongBranch},
+		{name: "author pushes its branch and another", role: RoleAuthor, target: fxIssue(), write: push(work, "refs/heads/other"), op: OpPushBranch, reason: ReasonWrongBranch},
+		{name: "author pushes a tag", role: RoleAuthor, target: fxIssue(), write: push("refs/tags/v1"), op: OpPushBranch, reason: ReasonWrongBranch},
+		{name: "author pushes another claim's branch", role: RoleAuthor, target: fxIssue(), write: push(WorkRef("ns", "tc-foreign-secret")), op: OpPushBranch, reason: ReasonWrongBranch},
+		{name: "author deletes its branch", role: RoleAuthor, target: fxIssue(), op: OpPushBranch, reason: ReasonWrongBranch,
+			write: Write{Route: pushRoute, Refs: []RefUpdate{{Old: fxHead, New: strings.Repeat("0", 40), Ref: work}}}},
+		{name: "push with no default branch known", role: RoleAuthor, target: fxIssue(), write: push(work), op: OpPushBranch, reason: ReasonWrongBranch,
+			mutate: func(in *WriteInput) { in.DefaultBranch = "" }},
+		{name: "empty push", role: RoleAuthor, target: fxIssue(), write: push(), op: OpPushBranch, reason: ReasonMalformedRequest},
+		{name: "reviewer pushes", role: RoleReviewer, target: fxPR(), write: push(work), op: OpPushBranch, reason: ReasonOperationNotPermitted},
+		{name: "author opens its pull request", role: RoleAuthor, target: fxIssue(), write: openPull(WorkBranch("ns", "tc-mine"), "Fixes #42"), allow: true, op: OpOpenPullRequest},
+		{name: "pull request not referencing the issue", role: RoleAuthor, target: fxIssue(), write: openPull(WorkBranch("ns", "tc-mine"), "Fixes #421"), op: OpOpenPullRequest, reason: ReasonMissingReference},
+		{name: "pull request from another branch", role: RoleAuthor, target: fxIssue(), write: openPull("feature", "Fixes #42"), op: OpOpenPullRequest, reason: ReasonWrongBranch},
+		{name: "pull request from the default branch", role: RoleAuthor, target: fxIssue(), write: openPull("main", "Fixes #42"), op: OpOpenPullRequest, reason: ReasonWrongBranch},
+		{name: "author of an expired claim pushes", role: RoleAuthor, target: fxIssue(), write: push(work), op: OpPushBranch, reason: ReasonExpired,
+			mutate: func(in *WriteInput) { in.Now = fxNow.Add(time.Hour) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := gwIn(tt.role, tt.target, tt.write)
+			if tt.mutate != nil {
+				tt.mutate(&in)
+			}
+			v := AuthorizeWrite(in)
+			if v.Allowed != tt.allow || v.Reason != tt.reason || v.Operation != tt.op {
+				t.Fatalf("AuthorizeWrite = %+v; want allowed=%v op=%s reason=%s", v, tt.allow, tt.op, tt.reason)
+			}
+			if v.Allowed && v.Claim != "tc-mine" {
+				t.Fatalf("allowed through %q", v.Claim)
+			}
+			if !v.Allowed && v.Message == "" {
+				t.Fatal("refusal without a message")
+			}
+			b, _ := json.Marshal(v)
+			for _, leak := range []string{"foreign", "999", "dave", "w2"} {
+				if strings.Contains(string(b), leak) {
+					t.Fatalf("verdict names another task (%s): %s", leak, b)
+				}
+			}
+		})
+	}
+}
+
+// TestAuthorizeWriteCannotWiden: a capability whose operation list was widened in
+// transit still cannot do what its role does not permit.
+func TestAuthorizeWriteCannotWiden(t *testing.T) {
+	in := gwIn(RoleReviewer, fxPR(), Write{Route: apiRoute("POST", "/pulls/57/merge"), CommitID: fxHead})
+	c := in.Claims[0].Capability
+	c.Operations = append(slices.Clone(c.Operations), OpMerge, OpApprove)
+	if v := AuthorizeWrite(in); v.Allowed || v.Reason != ReasonOperationNotPermitted {
+		t.Fatalf("widened capability: %+v", v)
+	}
+}
+
+func readDoc(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("reading %s: %v", p, err)
+	}
+	return string(b)
+}

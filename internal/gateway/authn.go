@@ -1,0 +1,134 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Audience is the audience a worker's ServiceAccount token must be bound to
+// (TokenRequest) for the gateway and the capability check to accept it.
+const Audience = "fleet.giteatools.dev/gateway"
+
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+
+// Caller is an authenticated worker: the ServiceAccount a TokenReview vouched for.
+type Caller struct {
+	// Namespace and Name are the ServiceAccount's, and so the WorkerRegistration's.
+	Namespace, Name string
+}
+
+// ErrUnauthenticated is returned for a token that does not authenticate a ServiceAccount
+// for Audience: missing, malformed, expired, revoked or bound to another audience.
+var ErrUnauthenticated = errors.New("unauthenticated")
+
+// Authenticator verifies ServiceAccount tokens with TokenReview and caches positive
+// answers briefly: at most CacheTTL, never past the token's own expiry, at most
+// CacheSize tokens.
+type Authenticator struct {
+	// Client creates TokenReviews.
+	Client client.Client
+	// Clock is the time source (defaults to the real clock).
+	Clock clock.PassiveClock
+	// CacheTTL bounds how long a positive answer is reused (default 30s).
+	CacheTTL time.Duration
+
+	cache *cache.LRUExpireCache
+}
+
+// CacheSize is the most tokens an Authenticator remembers.
+const CacheSize = 4096
+
+// NewAuthenticator returns an Authenticator that creates TokenReviews with c.
+func NewAuthenticator(c client.Client) *Authenticator {
+	return &Authenticator{Client: c, Clock: clock.RealClock{}, CacheTTL: 30 * time.Second, cache: cache.NewLRUExpireCache(CacheSize)}
+}
+
+// BearerToken extracts the token of a request: "Authorization: Bearer t", Gitea's
+// "Authorization: token t", or the password of basic auth (git). "" when there is none.
+func BearerToken(r *http.Request) string {
+	h := strings.TrimSpace(r.Header.Get("Authorization"))
+	scheme, rest, _ := strings.Cut(h, " ")
+	switch strings.ToLower(scheme) {
+	case "bearer", "token":
+		return strings.TrimSpace(rest)
+	case "basic":
+		if _, pw, ok := r.BasicAuth(); ok {
+			return pw
+		}
+	}
+	return ""
+}
+
+// Authenticate returns the ServiceAccount token authenticates for Audience. A token the
+// API server does not accept is ErrUnauthenticated; a failing TokenReview is another error.
+func (a *Authenticator) Authenticate(ctx context.Context, token string) (Caller, error) {
+	if token == "" || strings.Count(token, ".") != 2 {
+		return Caller{}, fmt.Errorf("%w: no bearer token", ErrUnauthenticated)
+	}
+	sum := sha256.Sum256([]byte(token))
+	key := string(sum[:])
+	if v, ok := a.cache.Get(key); ok {
+		return v.(Caller), nil
+	}
+	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{Audience}}}
+	if err := a.Client.Create(ctx, tr); err != nil {
+		return Caller{}, fmt.Errorf("token review: %w", err)
+	}
+	st := tr.Status
+	if !st.Authenticated || !slices.Contains(st.Audiences, Audience) {
+		return Caller{}, fmt.Errorf("%w: token not accepted for %s", ErrUnauthenticated, Audience)
+	}
+	c, ok := serviceAccount(st.User.Username)
+	if !ok {
+		return Caller{}, fmt.Errorf("%w: %q is not a ServiceAccount", ErrUnauthenticated, st.User.Username)
+	}
+	if ttl := a.ttl(token); ttl > 0 {
+		a.cache.Add(key, c, ttl)
+	}
+	return c, nil
+}
+
+// ttl is how long an answer for token may be reused: CacheTTL, cut at the token's expiry
+// (read without verification: the TokenReview just verified it). Tokens without a
+// readable expiry are not cached.
+func (a *Authenticator) ttl(token string) time.Duration {
+	parts := strings.Split(token, ".")
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return 0
+	}
+	var claims struct {
+		Exp int64 `json:"exp"`
+	}
+	if json.Unmarshal(payload, &claims) != nil || claims.Exp == 0 {
+		return 0
+	}
+	left := time.Unix(claims.Exp, 0).Sub(a.Clock.Now())
+	return min(left, a.CacheTTL)
+}
+
+// serviceAccount parses "system:serviceaccount:<namespace>:<name>".
+func serviceAccount(user string) (Caller, bool) {
+	rest, ok := strings.CutPrefix(user, "system:serviceaccount:")
+	if !ok {
+		return Caller{}, false
+	}
+	ns, name, ok := strings.Cut(rest, ":")
+	if !ok || ns == "" || name == "" || strings.Contains(name, ":") {
+		return Caller{}, false
+	}
+	return Caller{Namespace: ns, Name: name}, true
+}

@@ -1,0 +1,323 @@
+// Package gateway is where a task capability is enforced. Workers hold no Gitea write
+// credential; they send every Gitea request to the gateway instead, which speaks Gitea's
+// REST API and git smart HTTP. The gateway authenticates the worker by its ServiceAccount
+// token (TokenReview, Audience), passes reads of the canonical repository for any
+// registered worker, and forwards a mutation only when the caller's Active TaskClaim,
+// read straight from the API server at that moment, permits that operation on that target
+// and head (claim.AuthorizeWrite). It forwards as the worker's own Gitea identity, with a
+// per-identity token only the manager can read, so Gitea records the worker as the author.
+// Everything else is refused with 403 and a typed reason that names no other task.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"golang.org/x/time/rate"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+)
+
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims;workerregistrations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Limits applied when the Gateway's fields are zero.
+const (
+	// DefaultMaxBody bounds a REST request body.
+	DefaultMaxBody = 1 << 20
+	// DefaultMaxPush bounds a git push.
+	DefaultMaxPush = 256 << 20
+	// DefaultRate and DefaultBurst limit each worker's requests.
+	DefaultRate  = rate.Limit(20)
+	DefaultBurst = 40
+)
+
+// Gateway serves the gateway. Fill the fields, then use Handler or add it to a manager
+// (it is a Runnable).
+type Gateway struct {
+	// Addr is the listen address (Start).
+	Addr string
+	// GiteaURL is Gitea's base URL.
+	GiteaURL string
+	// Repository is the canonical "owner/name" repository; the gateway serves no other.
+	Repository string
+	// Reader reads TaskClaims and WorkerRegistrations straight from the API server; every
+	// mutation is decided on what it returns.
+	Reader client.Reader
+	// Cache, when set, serves the registration look-up of reads (neutral, so a cached
+	// answer is enough); mutations always use Reader.
+	Cache client.Reader
+	// Authn verifies ServiceAccount tokens.
+	Authn *Authenticator
+	// Credentials finds the identity's gateway token.
+	Credentials *Credentials
+	// Gitea is the controller's Gitea client, for the reads a decision needs (pull
+	// request head, independence facts, default branch).
+	Gitea *giteaclaim.Client
+	// Recorder records an Event per forwarded or refused mutation.
+	Recorder events.EventRecorder
+	// Clock is the time source.
+	Clock clock.PassiveClock
+	// Transport reaches Gitea (default: a clone of http.DefaultTransport).
+	Transport http.RoundTripper
+	// Rate and Burst limit each worker's requests (DefaultRate, DefaultBurst).
+	Rate  rate.Limit
+	Burst int
+	// MaxBody and MaxPush bound request bodies (DefaultMaxBody, DefaultMaxPush).
+	MaxBody, MaxPush int64
+
+	once     sync.Once
+	initErr  error
+	target   *url.URL
+	proxy    *httputil.ReverseProxy
+	mu       sync.Mutex
+	limiters *cache.LRUExpireCache
+}
+
+// NeedLeaderElection is false: every replica serves the gateway.
+func (g *Gateway) NeedLeaderElection() bool { return false }
+
+// Start serves the gateway on Addr until ctx is done.
+func (g *Gateway) Start(ctx context.Context) error {
+	h, err := g.Handler()
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", g.Addr)
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Handler returns the gateway's HTTP handler.
+func (g *Gateway) Handler() (http.Handler, error) {
+	g.once.Do(g.init)
+	if g.initErr != nil {
+		return nil, g.initErr
+	}
+	return http.HandlerFunc(g.serve), nil
+}
+
+func (g *Gateway) init() {
+	u, err := url.Parse(strings.TrimRight(g.GiteaURL, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		g.initErr = fmt.Errorf("gateway: Gitea URL %q must be http(s)://host[:port]", g.GiteaURL)
+		return
+	}
+	if g.Repository == "" || g.Reader == nil || g.Authn == nil || g.Credentials == nil || g.Gitea == nil || g.Recorder == nil {
+		g.initErr = errors.New("gateway: Repository, Reader, Authn, Credentials, Gitea and Recorder are required")
+		return
+	}
+	g.target = u
+	if g.Clock == nil {
+		g.Clock = clock.RealClock{}
+	}
+	if g.Cache == nil {
+		g.Cache = g.Reader
+	}
+	if g.Transport == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		g.Transport = tr
+	}
+	if g.Rate == 0 {
+		g.Rate, g.Burst = DefaultRate, DefaultBurst
+	}
+	if g.MaxBody == 0 {
+		g.MaxBody = DefaultMaxBody
+	}
+	if g.MaxPush == 0 {
+		g.MaxPush = DefaultMaxPush
+	}
+	g.limiters = cache.NewLRUExpireCache(CacheSize)
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite:       g.rewrite,
+		Transport:     g.Transport,
+		FlushInterval: -1, // stream git packs
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			logf.FromContext(r.Context()).Error(err, "Forwarding to Gitea failed")
+			writeRefusal(w, http.StatusBadGateway, "", claim.ReasonStateUnavailable, "Gitea could not be reached")
+		},
+	}
+}
+
+// acting is who a forwarded request acts as.
+type acting struct {
+	identity, token string
+	git             bool
+}
+
+type actingKey struct{}
+
+// rewrite points a request at Gitea and replaces every credential the worker sent with
+// the identity's gateway token.
+func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
+	a, _ := pr.In.Context().Value(actingKey{}).(acting)
+	pr.SetURL(g.target)
+	pr.Out.Host = g.target.Host
+	for _, h := range []string{"Authorization", "Sudo", "Cookie", "X-Gitea-Otp", "Proxy-Authorization"} {
+		pr.Out.Header.Del(h)
+	}
+	if q := pr.Out.URL.Query(); q.Has("token") || q.Has("access_token") || q.Has("sudo") {
+		q.Del("token")
+		q.Del("access_token")
+		q.Del("sudo")
+		pr.Out.URL.RawQuery = q.Encode()
+	}
+	if a.git {
+		pr.Out.SetBasicAuth(a.identity, a.token)
+	} else {
+		pr.Out.Header.Set("Authorization", "token "+a.token)
+	}
+}
+
+func (g *Gateway) limiter(c Caller) *rate.Limiter {
+	key := c.Namespace + "/" + c.Name
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if v, ok := g.limiters.Get(key); ok {
+		return v.(*rate.Limiter)
+	}
+	l := rate.NewLimiter(g.Rate, g.Burst)
+	g.limiters.Add(key, l, 10*time.Minute)
+	return l
+}
+
+// serve handles one request: authenticate, limit, route, look up the registration and the
+// identity's token, then forward a read or decide a mutation.
+func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	rt, routed := claim.MatchRoute(r.Method, r.URL.Path, r.URL.Query().Get("service"))
+	if r.URL.RawPath != "" { // a path that needed escaping is never matched
+		routed = false
+	}
+	op := rt.Operation
+	if !routed {
+		op = "none"
+	}
+	caller, err := g.Authn.Authenticate(ctx, BearerToken(r))
+	if err != nil {
+		if errors.Is(err, ErrUnauthenticated) {
+			countRequest(op, verdictUnauthenticated)
+			w.Header().Set("WWW-Authenticate", `Basic realm="fleet gateway", charset="UTF-8"`)
+			writeRefusal(w, http.StatusUnauthorized, op, "unauthenticated",
+				"present a ServiceAccount token bound to the audience "+Audience)
+			return
+		}
+		g.fail(w, op, err)
+		return
+	}
+	log := logf.FromContext(ctx).WithValues("worker", caller.Namespace+"/"+caller.Name, "method", r.Method, "path", r.URL.Path)
+	ctx = logf.IntoContext(ctx, log)
+	if !g.limiter(caller).Allow() {
+		countRequest(op, verdictRefused)
+		w.Header().Set("Retry-After", "1")
+		writeRefusal(w, http.StatusTooManyRequests, op, "rate_limited", "too many requests; slow down")
+		return
+	}
+	reader := g.Reader
+	if routed && !rt.Mutation() {
+		reader = g.Cache
+	}
+	wr := &fleetv1alpha1.WorkerRegistration{}
+	if err := reader.Get(ctx, client.ObjectKey{Namespace: caller.Namespace, Name: caller.Name}, wr); err != nil {
+		if apierrors.IsNotFound(err) {
+			g.refuse(w, r, op, nil, nil, claim.ReasonNotRegistered)
+			return
+		}
+		g.fail(w, op, err)
+		return
+	}
+	if wr.Status.Phase != fleetv1alpha1.PhaseActive {
+		g.refuse(w, r, op, wr, nil, claim.ReasonNotRegistered)
+		return
+	}
+	switch {
+	case !routed:
+		g.refuse(w, r, op, wr, nil, claim.ReasonRouteNotPermitted)
+		return
+	case (rt.Repository != "" && !sameRepository(rt.Repository, g.Repository)) || !sameRepository(wr.Spec.Repository, g.Repository):
+		g.refuse(w, r, op, wr, nil, claim.ReasonWrongRepository)
+		return
+	}
+	token, err := g.Credentials.Token(ctx, wr.Spec.Identity)
+	if err != nil {
+		g.fail(w, op, err)
+		return
+	}
+	a := acting{identity: wr.Spec.Identity, token: token, git: rt.Git}
+	if !rt.Mutation() {
+		countRequest(op, verdictAllowed)
+		g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, actingKey{}, a)))
+		return
+	}
+	g.mutate(w, r.WithContext(context.WithValue(ctx, actingKey{}, a)), rt, wr)
+}
+
+func sameRepository(a, b string) bool {
+	return a != "" && strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(b))
+}
+
+// fail answers 503 for state the gateway could not read: it fails closed.
+func (g *Gateway) fail(w http.ResponseWriter, op string, err error) {
+	countRequest(op, verdictError)
+	msg := claim.RefusalMessage(claim.ReasonStateUnavailable)
+	if errors.Is(err, ErrNoCredentials) {
+		msg = "the gateway holds no usable Gitea credentials for your identity; ask an operator"
+	}
+	writeRefusal(w, http.StatusServiceUnavailable, op, claim.ReasonStateUnavailable, msg)
+}
+
+// refuse answers 403 (400 for malformed requests) and records the refusal of a mutation
+// as an Event on the claim it concerns, or on the registration; reads refused are only
+// counted.
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, op string, wr *fleetv1alpha1.WorkerRegistration,
+	tc *fleetv1alpha1.TaskClaim, reason string) {
+	countRequest(op, verdictRefused)
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		var regarding runtime.Object
+		switch {
+		case tc != nil:
+			regarding = tc
+		case wr != nil:
+			regarding = wr
+		}
+		if regarding != nil {
+			g.Recorder.Eventf(regarding, nil, "Warning", ReasonRefused, op, "Gateway refused %s %s: %s", r.Method, r.URL.Path, reason)
+		}
+	}
+	status := http.StatusForbidden
+	if reason == claim.ReasonMalformedRequest {
+		status = http.StatusBadRequest
+	}
+	writeRefusal(w, status, op, reason, claim.RefusalMessage(reason))
+}

@@ -1,0 +1,67 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/giteatools/fleet-controller/internal/claim"
+)
+
+func pkt(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
+
+func TestReadRefUpdates(t *testing.T) {
+	zero, a, b := strings.Repeat("0", 40), strings.Repeat("a", 40), strings.Repeat("b", 40)
+	pack := "PACK\x00\x00\x00\x02rest-of-pack"
+	tests := []struct {
+		name string
+		in   string
+		want []claim.RefUpdate
+		ok   bool
+	}{
+		{"one update with capabilities", pkt(a+" "+b+" refs/heads/fleet/ns/tc\x00report-status side-band-64k\n") + "0000" + pack,
+			[]claim.RefUpdate{{Old: a, New: b, Ref: "refs/heads/fleet/ns/tc"}}, true},
+		{"creation and a second command", pkt(zero+" "+b+" refs/heads/x\x00report-status") + pkt(a+" "+b+" refs/heads/main\n") + "0000" + pack,
+			[]claim.RefUpdate{{Old: zero, New: b, Ref: "refs/heads/x"}, {Old: a, New: b, Ref: "refs/heads/main"}}, true},
+		{"shallow lines are skipped", pkt("shallow "+a+"\n") + pkt(a+" "+b+" refs/heads/x\n") + "0000",
+			[]claim.RefUpdate{{Old: a, New: b, Ref: "refs/heads/x"}}, true},
+		{"no flush", pkt(a + " " + b + " refs/heads/x\n"), nil, false},
+		{"bad length", "zzzz", nil, false},
+		{"short length", "0003", nil, false},
+		{"not a ref", pkt(a+" "+b+" HEAD\n") + "0000", nil, false},
+		{"bad object id", pkt("xyz "+b+" refs/heads/x\n") + "0000", nil, false},
+		{"too few fields", pkt(a+" refs/heads/x\n") + "0000", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			br := bufio.NewReader(strings.NewReader(tt.in))
+			got, consumed, err := readRefUpdates(br)
+			if (err == nil) != tt.ok {
+				t.Fatalf("err = %v, want ok=%v", err, tt.ok)
+			}
+			if !tt.ok {
+				return
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Fatalf("updates = %v, want %v", got, tt.want)
+			}
+			// What is forwarded is byte for byte what was sent.
+			rest, _ := io.ReadAll(br)
+			if !bytes.Equal(append(consumed, rest...), []byte(tt.in)) {
+				t.Fatal("the forwarded body differs from the request")
+			}
+		})
+	}
+}
+
+func TestServiceAccount(t *testing.T) {
+	for user, want := range map[string]bool{"system:serviceaccount:ns:w1": true, "system:serviceaccount:ns": false,
+		"system:serviceaccount::w1": false, "alice": false, "system:serviceaccount:ns:w:x": false} {
+		if _, ok := serviceAccount(user); ok != want {
+			t.Errorf("serviceAccount(%q) ok = %v", user, ok)
+		}
+	}
+}

@@ -1,0 +1,198 @@
+// The gateway suite drives the gateway as workers would, against a real kube-apiserver
+// (envtest) with the project's CRDs, RBAC and admission policies, a real Gitea, and the
+// TaskClaim and WorkerRegistration reconcilers running in a controller-runtime manager
+// that also serves the gateway and HTTPS metrics, as cmd/ wires them.
+//
+// Worker accounts are write collaborators in Gitea (Gitea checks the acting user's
+// permissions), but each worker holds only a read-only token; the write-scoped token the
+// gateway acts with sits in a Secret of the credentials namespace.
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/authz"
+	"github.com/giteatools/fleet-controller/internal/controller/taskclaim"
+	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
+	"github.com/giteatools/fleet-controller/internal/gateway"
+	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/workflowfence"
+	"github.com/giteatools/fleet-controller/test/support/testenv"
+	"github.com/giteatools/fleet-controller/test/support/testgitea"
+)
+
+const testHostID = "gateway-test-host"
+
+var (
+	srv        *testgitea.Server
+	gc         *giteaclaim.Client
+	suffix     string
+	repo       string
+	otherRepo  string
+	ownerToken string
+	human      gitUser
+
+	env       *testenv.Env
+	k8s       client.WithWatch
+	ctx       context.Context
+	cancel    context.CancelFunc
+	nsMain    string // claims here are reconciled by the manager
+	nsDirect  string // claims here are written by hand (forged capabilities)
+	credsNS   string // the gateway's credentials namespace
+	hostFacts liveness.HostFacts
+	selfStart int64
+
+	gatewayURL string // the manager's gateway
+	metricsURL string // the manager's HTTPS metrics endpoint
+	gw         *gateway.Gateway
+	recorder   events.EventRecorder
+	apiReader  client.Reader
+
+	anyFailed bool
+)
+
+type gitUser struct{ login, token string }
+
+func TestGateway(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Gateway suite (envtest kube-apiserver + real Gitea)")
+}
+
+var _ = BeforeSuite(func() {
+	testenv.SetLogger(GinkgoWriter)
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	ctx, cancel = context.WithCancel(context.Background())
+
+	By("starting Gitea")
+	var err error
+	srv, err = testgitea.Start(ctx)
+	DeferCleanup(stopGitea)
+	Expect(err).NotTo(HaveOccurred(), "the gateway suite needs a real Gitea; it does not skip without one")
+	gc, err = giteaclaim.New(srv.URL, srv.Token, giteaclaim.WithHTTPClient(srv.HTTP))
+	Expect(err).NotTo(HaveOccurred())
+	suffix = testgitea.RandomHex(3)
+	owner := "gwowner-" + suffix
+	ownerToken, err = srv.CreateUser(ctx, owner)
+	Expect(err).NotTo(HaveOccurred())
+	human = gitUser{login: "gwhuman-" + suffix}
+	human.token, err = srv.CreateUser(ctx, human.login)
+	Expect(err).NotTo(HaveOccurred())
+	repo, err = srv.CreateRepo(ctx, ownerToken, "gw-"+suffix)
+	Expect(err).NotTo(HaveOccurred())
+	otherRepo, err = srv.CreateRepo(ctx, ownerToken, "gw-elsewhere-"+suffix)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(srv.AddCollaborator(ctx, repo, human.login)).To(Succeed())
+	Expect(srv.ProtectBranch(ctx, repo, "main", srv.AdminLogin)).To(Succeed())
+
+	By("starting envtest")
+	env, err = testenv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8s = env.Client
+	Expect(env.InstallManifests(ctx)).To(Succeed())
+	nsMain, nsDirect, credsNS = "gw-"+suffix, "gw-direct-"+suffix, "gw-creds-"+suffix
+	for _, ns := range []string{nsMain, nsDirect, credsNS} {
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	}
+	hostFacts, err = testenv.HostFacts(testHostID)
+	Expect(err).NotTo(HaveOccurred())
+	selfStart, err = liveness.ProcessStartTime("", int64(os.Getpid()))
+	Expect(err).NotTo(HaveOccurred())
+
+	By("starting the manager: reconcilers, the gateway and HTTPS metrics")
+	gwAddr, metricsAddr := freeAddr(), freeAddr()
+	gatewayURL, metricsURL = "http://"+gwAddr, "https://"+metricsAddr+"/metrics"
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{MaxConcurrentReconciles: 4},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&fleetv1alpha1.TaskClaim{}: {Namespaces: map[string]cache.Config{nsMain: {}}},
+		}},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect((&workerregistration.Reconciler{
+		Client: mgr.GetClient(), Prober: &liveness.ProcProber{Facts: hostFacts}, Clock: clock.RealClock{},
+		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
+	}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&taskclaim.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Gitea: gc,
+		Verdicts:      authz.Reviewer{Client: mgr.GetClient()},
+		Fence:         workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clock.RealClock{}},
+		Repository:    repo,
+		TTL:           time.Hour,
+		ActiveRecheck: time.Second,
+		Clock:         clock.RealClock{},
+		Recorder:      mgr.GetEventRecorder("taskclaim-controller"),
+	}).SetupWithManager(mgr)).To(Succeed())
+	recorder, apiReader = mgr.GetEventRecorder("fleet-gateway"), mgr.GetAPIReader()
+	gw = newGateway(mgr.GetClient(), apiReader, recorder, clock.RealClock{})
+	gw.Addr = gwAddr
+	gw.Cache = mgr.GetClient()
+	Expect(mgr.Add(gw)).To(Succeed())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	Eventually(func() error {
+		c, err := net.Dial("tcp", gwAddr)
+		if err == nil {
+			_ = c.Close()
+		}
+		return err
+	}).Should(Succeed())
+})
+
+var _ = AfterEach(func() {
+	if CurrentSpecReport().Failed() {
+		anyFailed = true
+	}
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+	Expect(env.Stop()).To(Succeed())
+})
+
+func stopGitea() {
+	if srv == nil || !srv.Started() {
+		return
+	}
+	keep := anyFailed || CurrentSpecReport().Failed()
+	if keep {
+		fmt.Fprintf(os.Stderr, "gateway suite: failures; Gitea run directory kept: %s\n", srv.RunDir())
+	}
+	if err := srv.Stop(keep); err != nil {
+		fmt.Fprintf(os.Stderr, "gateway suite: %v\n", err)
+	}
+}
+
+func freeAddr() string {
+	GinkgoHelper()
+	port, err := testgitea.FreePort()
+	Expect(err).NotTo(HaveOccurred())
+	return "127.0.0.1:" + port
+}
