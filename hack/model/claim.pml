@@ -73,6 +73,10 @@ bool expired[NW];    /* the expiresAt of claim c's latest record (= its capabili
 bool wrote[NW];      /* c has published at least once */
 
 byte faults;         /* aborts and Gitea transport faults so far */
+#ifndef TIMEEV
+#define TIMEEV 1
+#endif
+byte clock;          /* expiries and lapses so far (at most TIMEEV per run) */
 byte outside;        /* unversioned outside writes so far */
 
 /* ---- ghosts for the properties ---- */
@@ -425,12 +429,12 @@ proctype Env() {
 	do
 #ifndef NO_TIME
 	/* a record's (and so its capability's) expiresAt passes */
-	:: atomic { !expired[0] && wrote[0] -> expired[0] = true }
-	:: atomic { !expired[1] && wrote[1] -> expired[1] = true }
-	:: atomic { !expired[2] && wrote[2] -> expired[2] = true }
+	:: atomic { clock < TIMEEV && !expired[0] && wrote[0] -> expired[0] = true; clock++ }
+	:: atomic { clock < TIMEEV && !expired[1] && wrote[1] -> expired[1] = true; clock++ }
+	:: atomic { clock < TIMEEV && !expired[2] && wrote[2] -> expired[2] = true; clock++ }
 	/* a holder's Lease lapses, at any time (clock skew; a restarted attempt does not renew) */
-	:: atomic { lexists[0] && lholder[0] != 0 && !llapsed[0] -> llapsed[0] = true }
-	:: atomic { lexists[1] && lholder[1] != 0 && !llapsed[1] -> llapsed[1] = true }
+	:: atomic { clock < TIMEEV && lexists[0] && lholder[0] != 0 && !llapsed[0] -> llapsed[0] = true; clock++ }
+	:: atomic { clock < TIMEEV && lexists[1] && lholder[1] != 0 && !llapsed[1] -> llapsed[1] = true; clock++ }
 #endif
 	/* the garbage collector removes a Lease whose owner is gone */
 	:: atomic { lexists[0] && lowner[0] != 0 && !exists[lowner[0]-1] -> GC(0) }
