@@ -21,10 +21,12 @@ func (r *Reconciler) apply(ctx context.Context, plan *fleetv1alpha1.RetirementPl
 	}
 	// The fence is read before the authoritative read, so a claim acquired at any point
 	// after it is seen before the next write.
+	// model: apply.pml step A1 (fence read before the authoritative read)
 	fence, err := r.Fence.Read(ctx, plan.Namespace)
 	if err != nil {
 		return failed(err.Error()), nil
 	}
+	// model: apply.pml step A2 (authoritative read, fresh plan, DecideApply)
 	fresh, err := r.assess(ctx, plan)
 	if err != nil {
 		return failed(err.Error()), nil
@@ -63,6 +65,7 @@ func (r *Reconciler) retireRows(ctx context.Context, plan *fleetv1alpha1.Retirem
 			lastCheck, sinceCheck = r.Clock.Now(), 0
 		}
 		sinceCheck++
+		// model: apply.pml step A6 (fence check before each row)
 		if moved, err := r.Fence.Moved(ctx, plan.Namespace, fence); moved {
 			interruption = retirement.ReasonExternalFenceMoved + ": a task claim was acquired during apply; the remaining rows were left untouched"
 			if err != nil {
@@ -76,10 +79,12 @@ func (r *Reconciler) retireRows(ctx context.Context, plan *fleetv1alpha1.Retirem
 			p := probe(ctx, r.Reprober, wr)
 			reprobe = &p
 		}
+		// model: apply.pml step A7 (liveness re-probe)
 		if ok, reason, detail := retirement.RecheckBeforeWrite(row, reprobe, r.Host); !ok {
 			preserved = append(preserved, retirement.Assessment{WorkerIdentity: row.Name, ReasonCode: reason, Detail: detail})
 			continue
 		}
+		// model: apply.pml step A8 (write guarded by the row resourceVersion)
 		switch err := r.retire(ctx, plan, wr); {
 		case apierrors.IsConflict(err):
 			preserved = append(preserved, retirement.Assessment{WorkerIdentity: row.Name, ReasonCode: retirement.ReasonRowChangedSincePlan,
@@ -117,6 +122,7 @@ func (r *Reconciler) writeApplyStatus(ctx context.Context, plan *fleetv1alpha1.R
 	now := metav1.NewTime(r.Clock.Now())
 	verdict := retirement.JudgeApply(rep)
 	for attempt := 0; ; attempt++ {
+		// model: apply.pml step A9 (the report)
 		setApplyStatus(plan, rep, verdict, post, now)
 		err := r.Status().Update(ctx, plan)
 		if err == nil {
