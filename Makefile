@@ -68,8 +68,12 @@ envtest: ## Provide kube-apiserver and etcd for envtest (downloads or builds the
 gitea: ## Build the Gitea test server (once, then cached).
 	hack/gitea.sh build
 
+.PHONY: model
+model: ## Model-check the claim and apply protocols with SPIN, mutants included (installs SPIN when missing).
+	hack/model/run.sh
+
 .PHONY: test
-test: verify lint ## Run the whole test suite (unit, envtest, real Gitea) under the race detector.
+test: verify lint model ## Run the whole test suite (unit, envtest, real Gitea) under the race detector.
 	@assets=$$(hack/envtest.sh | tail -n1); \
 	hack/gitea.sh build >&2; \
 	echo "KUBEBUILDER_ASSETS=$$assets"; \

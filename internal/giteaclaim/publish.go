@@ -70,6 +70,7 @@ func (c *Client) Publish(ctx context.Context, t claim.Target, rec claim.Record) 
 			rec.ExpiresAt.Format(timeLayout))
 	}
 
+	// model: claim.pml step C6 (read the issue; foreign or lapsed record refuses)
 	is, err := c.readIssue(ctx, t)
 	if err != nil {
 		return Published{}, err
@@ -150,6 +151,7 @@ func (c *Client) write(ctx context.Context, t claim.Target, body string, version
 	if err != nil {
 		return Published{}, fmt.Errorf("%s: %w", t, err)
 	}
+	// model: claim.pml step C7 (PATCH guarded by content_version)
 	if err := c.patchBody(ctx, t, body, version); err != nil {
 		return Published{}, err
 	}
@@ -180,6 +182,7 @@ func (c *Client) patchBody(ctx context.Context, t claim.Target, body string, ver
 // holds. A record in a final state is compared as-is (it is not "in force"
 // but it must be the one written).
 func (c *Client) verify(ctx context.Context, t claim.Target, want claim.Record) (Published, error) {
+	// model: claim.pml step C8 (read back what was written)
 	is, err := c.readIssue(ctx, t)
 	if err != nil {
 		if isTransport(err) {

@@ -55,10 +55,12 @@ func (r *Reconciler) apply(ctx context.Context, plan *fleetv1alpha1.RetirementPl
 	}
 	// The fence is read before the authoritative read, so a claim acquired at any point
 	// after it is seen before the next write.
+	// model: apply.pml step A1 (fence read before the authoritative read)
 	fence, err := r.Fence.Read(ctx, plan.Namespace)
 	if err != nil {
 		return applyRun{report: failed(err.Error())}
 	}
+	// model: apply.pml step A2 (authoritative read, fresh plan, DecideApply)
 	fresh, err := r.assess(ctx, plan)
 	if err != nil {
 		return applyRun{report: failed(err.Error())}
@@ -111,6 +113,7 @@ func (r *Reconciler) retireRows(ctx context.Context, plan *fleetv1alpha1.Retirem
 			lastCheck, sinceCheck = r.Clock.Now(), 0
 		}
 		sinceCheck++
+		// model: apply.pml step A6 (fence check before each row)
 		if moved, err := r.Fence.Moved(ctx, plan.Namespace, fence); moved {
 			interruption = retirement.ReasonExternalFenceMoved + ": a task claim was acquired during apply; the remaining rows were left untouched"
 			if err != nil {
@@ -124,6 +127,7 @@ func (r *Reconciler) retireRows(ctx context.Context, plan *fleetv1alpha1.Retirem
 			p := probe(ctx, r.Reprober, wr)
 			reprobe = &p
 		}
+		// model: apply.pml step A7 (liveness re-probe)
 		if ok, reason, detail := retirement.RecheckBeforeWrite(row, reprobe, r.Host); !ok {
 			preserved = append(preserved, retirement.Assessment{WorkerIdentity: row.Name, ReasonCode: reason, Detail: detail})
 			continue
@@ -138,6 +142,7 @@ func (r *Reconciler) retireRows(ctx context.Context, plan *fleetv1alpha1.Retirem
 			*hold, lastRenew, sinceRenew = renewed, renewed.renewedAt.Time, 0
 		}
 		sinceRenew++
+		// model: apply.pml step A8 (write guarded by the row resourceVersion)
 		switch err := r.retire(ctx, plan, wr); {
 		case apierrors.IsConflict(err):
 			preserved = append(preserved, retirement.Assessment{WorkerIdentity: row.Name, ReasonCode: retirement.ReasonRowChangedSincePlan,
@@ -209,6 +214,7 @@ func (r *Reconciler) writeApplyStatus(ctx context.Context, plan *fleetv1alpha1.R
 			}
 			return r.standBack(ctx, plan, "report", d), nil
 		}
+		// model: apply.pml step A9 (the report, written by the holder only)
 		setApplyStatus(plan, rep, verdict, post, now)
 		if hold != nil {
 			p := plan.Status.ApplyProgress

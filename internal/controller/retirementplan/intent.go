@@ -130,6 +130,7 @@ func (r *Reconciler) standBack(ctx context.Context, plan *fleetv1alpha1.Retireme
 // recordIntent records, by compare-and-swap, that this applier starts the apply and will
 // write rows. It returns the hold, or nil and when to look again if another applier
 // started (or finished) first.
+// model: apply.pml step A3 (the intent, guarded by the plan's resourceVersion)
 func (r *Reconciler) recordIntent(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, rows []retirement.Row) (*applyHold, ctrl.Result, error) {
 	intended := make([]string, 0, len(rows))
 	for _, row := range rows {
@@ -175,6 +176,7 @@ var errHoldLost = errors.New("another applier holds the apply")
 
 // renew writes a new renewedAt (and retiredSoFar) while the plan still shows hold, and
 // returns the new hold. errHoldLost means another applier holds the plan now.
+// model: apply.pml step A5 (the renewal; losing it stops the applier)
 func (r *Reconciler) renew(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, hold applyHold, retiredSoFar int) (applyHold, error) {
 	for attempt := 1; ; attempt++ {
 		if !heldBy(plan, hold) {
@@ -199,6 +201,8 @@ func (r *Reconciler) renew(ctx context.Context, plan *fleetv1alpha1.RetirementPl
 // settleApply handles a plan whose apply is in progress: it waits while the hold is
 // fresh, and takes a lapsed hold over and completes the report from the rows. It writes
 // no row.
+// model: apply.pml steps A0 (wait for a fresh hold) and T1-T3 (take over a lapsed one,
+// read the rows, write the report; no row write)
 func (r *Reconciler) settleApply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
 	me := r.applierID()
 	var from string

@@ -33,6 +33,7 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		return ctrl.Result{}, err
 	}
 	target := apiconv.Target(tc.Spec.Target)
+	// model: claim.pml step C3 (revalidate, Lease still at the pinned generation)
 	acq, res := claim.DecideClaim(claim.ClaimInput{
 		Worker: w.worker, ClaimID: string(tc.UID), Spec: target, PinnedValue: tc.Spec.Pin,
 		Validated: apiconv.Validation(tc), Fresh: w.state, ControllerRepository: r.Repository,
@@ -43,6 +44,7 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 	}
 	// Move the workflow fence first: a retirement apply running now stops before its next
 	// write rather than retire this worker on a stale view of the active claims.
+	// model: apply.pml (the claim moves the workflow fence before its Lease)
 	if err := r.Fence.Bump(ctx, tc.Namespace); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -64,10 +66,12 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		return ctrl.Result{}, r.giveUp(ctx, tc, lease, claim.HoldsOtherClaim(target), w.worker)
 	}
 	// A lock alone is only a reservation: publish the authoritative record.
+	// model: claim.pml steps C6-C8 (Publish: read, content_version PATCH, verify)
 	if _, err := r.Gitea.Publish(ctx, target, r.record(tc, acq, lease, started)); err != nil {
 		log.FromContext(ctx).Info("Claim publication failed; releasing the lock", "error", err.Error())
 		return ctrl.Result{}, r.giveUp(ctx, tc, lease, claim.PublicationRefusal(giteaclaim.PublishFailureOf(err), target), w.worker)
 	}
+	// model: claim.pml step C9 (read back record and Lease)
 	capability, res := r.readBack(ctx, tc, acq, lease)
 	if capability == nil {
 		return ctrl.Result{}, r.giveUp(ctx, tc, lease, res, w.worker)
@@ -88,6 +92,7 @@ func (r *Reconciler) lock(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq 
 	if err != nil || lost {
 		return nil, lost, err
 	}
+	// model: claim.pml step C5 (finalizer; on failure the Lease is given back)
 	if controllerutil.AddFinalizer(tc, Finalizer) {
 		if err := r.Update(ctx, tc); err != nil {
 			if relErr := r.releaseLease(ctx, tc, lease); relErr != nil {
@@ -119,6 +124,7 @@ func (r *Reconciler) acquireLease(ctx context.Context, tc *fleetv1alpha1.TaskCla
 		RenewTime:            &now,
 	}
 	var err error
+	// model: claim.pml step C4 (Lease compare-and-swap on resourceVersion, owned by the claim)
 	if acq.ExpectedGeneration == "" {
 		err = r.Create(ctx, lease)
 	} else {
@@ -160,6 +166,7 @@ func (r *Reconciler) readBack(ctx context.Context, tc *fleetv1alpha1.TaskClaim, 
 // the claim, whatever happens next.
 func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, c *claim.Capability, res claim.Result, started time.Time) error {
 	r.audit(ctx, tc, claim.EventClaimed, string(c.Role))
+	// model: claim.pml step C10 (activate, status guarded by resourceVersion)
 	markActive(tc, c, res)
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err
@@ -178,7 +185,9 @@ func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, 
 // even though the call failed (an unverified write, or a read-back that showed something
 // else): no record of this refused claim is left in force, and the lock is released.
 func (r *Reconciler) giveUp(ctx context.Context, tc *fleetv1alpha1.TaskClaim, lease *coordinationv1.Lease, res claim.Result, w claim.Worker) error {
+	// model: claim.pml step G1 (end own record, best effort)
 	r.clearOwnRecord(ctx, tc, claim.RecordStateRevoked)
+	// model: claim.pml step G2 (free the Lease)
 	if err := r.releaseLease(ctx, tc, lease); err != nil {
 		return err
 	}

@@ -92,6 +92,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if !controllerutil.ContainsFinalizer(tc, Finalizer) {
 			return ctrl.Result{}, nil
 		}
+		// model: claim.pml step C12 (deletion gives the task back)
 		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease, nil)
 	}
 	if err := r.publishRules(ctx); err != nil {
@@ -101,6 +102,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case claim.StepCheckActive:
 		return r.checkActive(ctx, tc)
 	case claim.StepGiveBack:
+		// model: claim.pml step C12 (release before any capability)
 		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease, nil)
 	case claim.StepValidate:
 		if err := r.validate(ctx, tc); err != nil {
@@ -140,6 +142,7 @@ func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) 
 		return err
 	}
 	now := r.Clock.Now()
+	// model: claim.pml step C1 (validate on fresh state)
 	v, res := claim.Validate(claim.ValidateInput{
 		Worker: w.worker, ClaimID: string(tc.UID), Requested: apiconv.Target(tc.Spec.Target), State: w.state,
 		ControllerRepository: r.Repository, CapabilityVerdict: w.verdict, Now: now, OtherClaims: w.others,
@@ -147,6 +150,7 @@ func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) 
 	if res.Refused() {
 		return r.reject(ctx, tc, res, w.worker)
 	}
+	// model: claim.pml step C2 (pin the Lease generation, status guarded by resourceVersion)
 	markValidated(tc, v, res, now)
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err
@@ -163,6 +167,7 @@ func (r *Reconciler) checkActive(ctx context.Context, tc *fleetv1alpha1.TaskClai
 		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
+	// model: claim.pml step C11 (end on release, expiry or ownership loss)
 	trigger, ends := claim.CheckActive(claim.ActiveInput{Capability: *capability, Now: now, Fresh: w.state, Worker: w.worker,
 		Verdict: w.verdict, Released: tc.Spec.Release, CycleComplete: tc.Spec.CycleComplete})
 	if !ends {

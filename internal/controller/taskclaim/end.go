@@ -34,6 +34,7 @@ func (r *Reconciler) end(ctx context.Context, tc *fleetv1alpha1.TaskClaim, trigg
 	if err != nil {
 		return err
 	}
+	// model: claim.pml step E2 (record to its final state; the model orders E1 first, see docs/protocols.md)
 	if held {
 		if _, err := r.Gitea.Clear(ctx, target, string(tc.UID), ending.Record); err != nil && !giteaclaim.NothingToEnd(err) {
 			return fmt.Errorf("recording the end of the claim in Gitea: %w", err)
@@ -42,6 +43,7 @@ func (r *Reconciler) end(ctx context.Context, tc *fleetv1alpha1.TaskClaim, trigg
 	if lease == nil && tc.Spec.Pin != "" {
 		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: claim.LockName(target)}}
 	}
+	// model: claim.pml step E3 (free the Lease)
 	if lease != nil {
 		if err := r.releaseLease(ctx, tc, lease); err != nil {
 			return err
@@ -51,11 +53,13 @@ func (r *Reconciler) end(ctx context.Context, tc *fleetv1alpha1.TaskClaim, trigg
 		r.auditEnding(ctx, tc, ending)
 		claimTransitions.WithLabelValues(string(ending.Event), string(ending.Trigger)).Inc()
 	}
+	// model: claim.pml step E1 (status stops showing the capability)
 	markEnded(tc, phase, trigger, r.Clock.Now())
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err
 	}
 	r.Recorder.Eventf(tc, nil, "Normal", phase, "Claim", "Claim ended: %s", trigger)
+	// model: claim.pml step E4 (drop the finalizer)
 	return r.dropFinalizer(ctx, tc)
 }
 
@@ -77,6 +81,7 @@ func (r *Reconciler) holdsRecord(ctx context.Context, tc *fleetv1alpha1.TaskClai
 
 // reject records a typed, final refusal. It is never retried.
 func (r *Reconciler) reject(ctx context.Context, tc *fleetv1alpha1.TaskClaim, res claim.Result, w claim.Worker) error {
+	// model: claim.pml step R1 (final refusal; never written again)
 	markRejected(tc, res)
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Model-checks the claim and apply protocols with SPIN (docs/protocols.md).
+#
+# Every model runs exhaustively (no bitstate, no hash compaction). The real models must
+# pass; every mutant must yield a counterexample (a trail). Prints the state counts of each
+# run and fails on any violation, any mutant that passes, or any run that did not finish.
+# Installs SPIN (the Debian package) when it is missing.
+set -euo pipefail
+cd "$(dirname "$0")"
+here=$PWD
+
+if ! command -v spin >/dev/null 2>&1; then
+	echo "model: installing SPIN (apt-get install spin)" >&2
+	sudo=""
+	if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+	$sudo apt-get update >&2
+	$sudo apt-get install -y spin >&2
+fi
+command -v gcc >/dev/null 2>&1 || { echo "model: gcc is needed to compile the verifiers" >&2; exit 1; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/fleet-model.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+jobs_max=${MODEL_JOBS:-2}
+case_timeout=${MODEL_CASE_TIMEOUT:-540}
+
+# name | model | expectation (pass|fail) | kind (safety|liveness) | never claim | spin -D flags
+# The claim runs keep to two claims on one target (claim 2 on its own target only
+# multiplies the state space: it shares nothing with them but the fault budget) so that
+# `make model` fits in 10 minutes on 2 cores; MODEL_FULL=1 adds the three-claim runs.
+cases=(
+	"claim                    |claim.pml|pass|safety  |safety|-DTWO_CLAIMS -DNO_OUTSIDER"
+	"claim-outside-writer     |claim.pml|pass|safety  |safety|-DTWO_CLAIMS -DMAXFAULT=0"
+	"claim-live               |claim.pml|pass|liveness|live  |-DTWO_CLAIMS -DNO_OUTSIDER -DLIVE"
+	"apply                    |apply.pml|pass|safety  |report|"
+	"claim-no-readback        |claim.pml|fail|safety  |safety|-DTWO_CLAIMS -DMAXFAULT=0 -DMUTANT_NO_READBACK"
+	"claim-no-content-version |claim.pml|fail|safety  |safety|-DTWO_CLAIMS -DNO_OUTSIDER -DMUTANT_NO_CONTENT_VERSION"
+	"claim-main-end-order     |claim.pml|fail|safety  |safety|-DTWO_CLAIMS -DNO_OUTSIDER -DMAIN_END_ORDER"
+	"apply-no-reprobe         |apply.pml|fail|safety  |report|-DMUTANT_NO_REPROBE"
+	"apply-no-intent-cas      |apply.pml|fail|safety  |report|-DMUTANT_NO_INTENT_CAS"
+	"apply-fence-after-read   |apply.pml|fail|safety  |report|-DMUTANT_FENCE_AFTER_READ"
+	"apply-takeover-early     |apply.pml|fail|safety  |report|-DMUTANT_TAKEOVER_EARLY"
+)
+if [ "${MODEL_FULL:-0}" = 1 ]; then
+	cases+=(
+		"claim-3w2t               |claim.pml|pass|safety  |safety|-DNO_OUTSIDER"
+		"claim-3w1t               |claim.pml|pass|safety  |safety|-DNO_OUTSIDER -DTGT2=0"
+		"claim-3w2t-outside       |claim.pml|pass|safety  |safety|"
+		"claim-3w2t-live          |claim.pml|pass|liveness|live  |-DNO_OUTSIDER -DLIVE"
+	)
+fi
+
+
+trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; s=${s%"${s##*[![:space:]]}"}; printf '%s' "$s"; }
+
+run_case() {
+	local name=$1 model=$2 expect=$3 kind=$4 claim=$5 flags=$6
+	local dir=$work/$name
+	mkdir -p "$dir"
+	cp "$here/$model" "$dir/"
+	(
+		cd "$dir"
+		# shellcheck disable=SC2086
+		spin -a $flags "$model" >spin.log 2>&1 || { echo "spin -a failed"; cat spin.log; exit 2; }
+		local cflags="-O2 -w -DCOLLAPSE -DMEMLIM=4096"
+		local pflags="-m1000000 -N $claim"
+		if [ "$kind" = safety ]; then
+			cflags="$cflags -DSAFETY"
+		else
+			cflags="$cflags -DNOREDUCE -DNFAIR=9"
+			pflags="-a -f $pflags"
+		fi
+		# shellcheck disable=SC2086
+		gcc $cflags -o pan pan.c >gcc.log 2>&1 || { echo "gcc failed"; cat gcc.log; exit 2; }
+		# shellcheck disable=SC2086
+		timeout "$case_timeout" ./pan $pflags >pan.log 2>&1 || true
+	) >"$dir/run.log" 2>&1
+	local log=$dir/pan.log verdict
+	local errors states transitions depth secs
+	errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$log" | tail -n1)
+	states=$(sed -n 's/^ *\([0-9.e+]*\) states, stored.*/\1/p' "$log" | tail -n1)
+	transitions=$(sed -n 's/^ *\([0-9.e+]*\) transitions.*/\1/p' "$log" | tail -n1)
+	depth=$(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$log" | tail -n1)
+	secs=$(sed -n 's/^pan: elapsed time \([0-9.e+]*\).*/\1/p' "$log" | tail -n1)
+	if [ -z "$errors" ]; then
+		verdict="BROKEN (the run did not finish; see $dir/run.log, $log)"
+		cat "$dir/run.log" >&2 || true
+		tail -n 5 "$log" >&2 || true
+	elif grep -q "max search depth too small" "$log"; then
+		verdict="BROKEN (search depth too small: the search was not exhaustive)"
+	elif [ "$expect" = pass ] && [ "$errors" = 0 ]; then
+		verdict="ok (passes)"
+	elif [ "$expect" = fail ] && [ "$errors" != 0 ] && ls "$dir"/*.trail >/dev/null 2>&1; then
+		verdict="ok (counterexample found, as it must)"
+	elif [ "$expect" = pass ]; then
+		verdict="FAILED (a property is violated)"
+		grep -E "violated|acceptance cycle" "$log" >&2 || true
+		(cd "$dir" && spin -t -p $flags "$model" 2>&1 | tail -n 40) >&2 || true
+	else
+		verdict="FAILED (the mutant passes: the model no longer needs what it removes)"
+	fi
+	printf '%-26s %-9s states stored %-10s transitions %-10s depth %-5s %6ss  %s\n' \
+		"$name" "$model" "${states:-?}" "${transitions:-?}" "${depth:-?}" "${secs:-?}" "$verdict" >"$dir/result"
+}
+
+start=$(date +%s)
+running=0
+for c in "${cases[@]}"; do
+	IFS='|' read -r name model expect kind claim flags <<<"$c"
+	run_case "$(trim "$name")" "$(trim "$model")" "$(trim "$expect")" "$(trim "$kind")" "$(trim "$claim")" "$(trim "$flags")" &
+	running=$((running + 1))
+	if [ "$running" -ge "$jobs_max" ]; then
+		wait -n || true
+		running=$((running - 1))
+	fi
+done
+wait
+
+status=0
+echo "SPIN $(spin -V | sed -n 's/Spin Version \([^ ]*\).*/\1/p'), exhaustive search; $(( $(date +%s) - start ))s in all"
+for c in "${cases[@]}"; do
+	IFS='|' read -r name _ <<<"$c"
+	r=$(cat "$work/$(trim "$name")/result")
+	echo "$r"
+	case $r in *" ok ("*) ;; *) status=1 ;; esac
+done
+if [ "$status" -ne 0 ]; then
+	echo "model: FAILED" >&2
+fi
+exit "$status"
