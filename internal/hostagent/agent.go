@@ -14,7 +14,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -254,6 +253,3 @@ func boolFloat(b bool) float64 {
 	}
 	return 0
 }
-
-// ErrNoHostID is returned when an agent is configured without a host id.
-var ErrNoHostID = errors.New("hostagent: no host id (set --host-id or provide /etc/machine-id)")

@@ -193,7 +193,7 @@ func (r *Reconciler) related(ctx context.Context, o client.Object) []reconcile.R
 		return nil
 	}
 	if plan.Spec.HostID != "" {
-		if ref := metav1.GetControllerOf(plan); ref != nil && ref.Kind == "RetirementPlan" {
+		if ref := metav1.GetControllerOf(plan); ref != nil && ref.Kind == kindRetirementPlan {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: plan.Namespace, Name: ref.Name}}}
 		}
 		return nil

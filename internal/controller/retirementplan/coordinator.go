@@ -36,6 +36,9 @@ type HostAgent interface {
 	Held() bool
 }
 
+// kindRetirementPlan is the kind a host plan's controller ownerReference names.
+const kindRetirementPlan = "RetirementPlan"
+
 // LabelFleetPlan names, on a host plan, the fleet plan it belongs to.
 const LabelFleetPlan = "fleet.giteatools.dev/fleet-plan"
 
@@ -137,7 +140,7 @@ func (r *Reconciler) effectiveApproval(ctx context.Context, plan *fleetv1alpha1.
 // why.
 func (r *Reconciler) hostApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (*fleetv1alpha1.RetirementApproval, *fleetv1alpha1.RetirementPlan, string) {
 	ref := metav1.GetControllerOf(plan)
-	if ref == nil || ref.Kind != "RetirementPlan" {
+	if ref == nil || ref.Kind != kindRetirementPlan {
 		return nil, nil, "the host plan belongs to no fleet plan"
 	}
 	parent := &fleetv1alpha1.RetirementPlan{}
@@ -174,7 +177,7 @@ func (r *Reconciler) hostApproval(ctx context.Context, plan *fleetv1alpha1.Retir
 // retiredBy is what a retired row records as the plan that retired it: the fleet plan
 // the user acted on (for a host plan, its owner), as namespace/name.
 func (r *Reconciler) retiredBy(plan *fleetv1alpha1.RetirementPlan) string {
-	if ref := metav1.GetControllerOf(plan); plan.Spec.HostID != "" && ref != nil && ref.Kind == "RetirementPlan" {
+	if ref := metav1.GetControllerOf(plan); plan.Spec.HostID != "" && ref != nil && ref.Kind == kindRetirementPlan {
 		return plan.Namespace + "/" + ref.Name
 	}
 	return plan.Namespace + "/" + plan.Name
