@@ -216,8 +216,18 @@ func (a *Agent) labels() map[string]string {
 // ensureLease creates the agent namespace and the Lease, annotated with the host id, if
 // they do not exist yet; the election then only updates the Lease's spec.
 func (a *Agent) ensureLease(ctx context.Context) error {
-	if _, err := a.Client.CoordinationV1().Leases(a.Namespace).Get(ctx, a.Lease, metav1.GetOptions{}); err == nil {
-		return nil
+	if cur, err := a.Client.CoordinationV1().Leases(a.Namespace).Get(ctx, a.Lease, metav1.GetOptions{}); err == nil {
+		if a.HostID == "" || cur.Annotations[AnnotationHostID] == a.HostID {
+			return nil
+		}
+		// A Lease made without the annotation (by hand, or by another tool): the hosts'
+		// listing ignores it until it names its host.
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations[AnnotationHostID] = a.HostID
+		_, err := a.Client.CoordinationV1().Leases(a.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
 	} else if !apierrors.IsNotFound(err) {
 		return err
 	}

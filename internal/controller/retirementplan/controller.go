@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -111,8 +112,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if plan.Spec.HostID != "" {
 		return r.reconcileHost(ctx, req.NamespacedName, plan.Spec.HostID)
 	}
-	return r.reconcileFleet(ctx, plan)
+	// Any agent may drive a fleet plan, so another may just have written it: each attempt
+	// reads it afresh, and a conflict is answered by re-reading and deciding again.
+	for attempt := 0; ; attempt++ {
+		if err := r.APIReader.Get(ctx, req.NamespacedName, plan); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		res, err := r.reconcileFleet(ctx, plan)
+		if !apierrors.IsConflict(err) || attempt == maxFleetAttempts {
+			return res, err
+		}
+		fleetConflicts.Inc()
+	}
 }
+
+// maxFleetAttempts bounds the re-reads after conflicting writes of a fleet plan in one
+// reconcile; then the error is returned and the work queue backs off.
+const maxFleetAttempts = 5
 
 // plan computes the dry-run plan and writes it to status.
 func (r *Reconciler) plan(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {

@@ -36,6 +36,11 @@ var (
 		Help: "Hosts with Active registrations in the namespace's last fleet plan fan-out, by whether an agent held them (with_agent, without_agent).",
 	}, []string{labelNamespace, "agent"})
 
+	fleetConflicts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fleet_retirement_fleet_plan_conflicts_total",
+		Help: "Fleet plan writes that conflicted with another agent's, answered by re-reading the plan and deciding again.",
+	})
+
 	hostPlansCreated = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fleet_retirement_host_plans_created_total",
 		Help: "Host plans created by fleet plans (one per host with an agent and Active registrations).",
@@ -65,7 +70,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(plansTotal, approvalsTotal, retiredTotal, preservedTotal, fleetWorkers, fleetSafe, fleetBlockers,
-		fleetPlanHosts, hostPlansCreated)
+		fleetPlanHosts, hostPlansCreated, fleetConflicts)
 }
 
 // recordSnapshot publishes a namespace's fleet snapshot as gauges. Blocker codes that no

@@ -45,8 +45,9 @@ const hostC = "fleet-test-host-c"
 // agentNamespace holds the hosts' coordination Leases.
 const agentNamespace = "fleet-agents"
 
-// agentTimings are short, so a standby takes over within seconds.
-var agentTimings = hostagent.Timings{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+// agentTimings renew often; a stopped agent releases its Lease, so a standby takes over
+// within a retry period.
+var agentTimings = hostagent.Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second}
 
 const canonicalRepo = "acme/widgets"
 

@@ -246,12 +246,14 @@ func (r *Reconciler) SetupWithManagerNamed(mgr ctrl.Manager, name string, preds 
 		Named(name).
 		// Host-scoped: every manager runs it, and acts only for what its agent holds.
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)})
-	for _, e := range []any{r.Agent, r.Coordinator} {
-		if c, ok := e.(interface {
-			Changes() <-chan event.GenericEvent
-		}); ok {
-			b = b.WatchesRawSource(source.Channel(c.Changes(), handler.EnqueueRequestsFromMapFunc(r.allRows)))
-		}
+	type changes interface {
+		Changes() <-chan event.GenericEvent
+	}
+	if c, ok := r.Agent.(changes); ok {
+		b = b.WatchesRawSource(source.Channel(c.Changes(), handler.EnqueueRequestsFromMapFunc(r.ownRows)))
+	}
+	if c, ok := r.Coordinator.(changes); ok {
+		b = b.WatchesRawSource(source.Channel(c.Changes(), handler.EnqueueRequestsFromMapFunc(r.allRows)))
 	}
 	return b.Complete(r)
 }
@@ -265,7 +267,14 @@ func (r *Reconciler) rowsOfLeaseHost(ctx context.Context, o client.Object) []rec
 	return r.rows(ctx, client.MatchingFields{indexHostID: host})
 }
 
-// allRows lists every registration, after this manager gained or lost a Lease.
+// ownRows lists the registrations of this manager's host, after its agent gained or
+// lost the host's Lease.
+func (r *Reconciler) ownRows(ctx context.Context, _ client.Object) []reconcile.Request {
+	return r.rows(ctx, client.MatchingFields{indexHostID: r.Agent.ID()})
+}
+
+// allRows lists every registration, after this manager became or stopped being the
+// fleet coordinator.
 func (r *Reconciler) allRows(ctx context.Context, _ client.Object) []reconcile.Request {
 	return r.rows(ctx)
 }

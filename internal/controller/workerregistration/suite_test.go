@@ -66,7 +66,7 @@ var _ = BeforeSuite(func() {
 	cs, err := kubernetes.NewForConfig(env.Config)
 	Expect(err).NotTo(HaveOccurred())
 	instance := hostagent.NewInstanceID()
-	timings := hostagent.Timings{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	timings := hostagent.Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second}
 	agent := hostagent.NewHost(cs, agentNamespace, facts.HostID, instance, timings)
 	coordinator := hostagent.NewCoordinator(cs, agentNamespace, instance, timings)
 	Expect(mgr.Add(agent)).To(Succeed())
