@@ -2,6 +2,7 @@ package retirementplan_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,12 +18,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
 	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
 	"github.com/giteatools/fleet-controller/test/support/testworker"
 )
@@ -318,7 +321,7 @@ var _ = Describe("RetirementPlan across several hosts (multi-host)", func() {
 		Expect(get(live).Status.OwnershipState).To(Equal(fleetv1alpha1.OwnershipLive))
 	})
 
-	It("elects one of two agents with the same host id; the other writes nothing until it takes over", func() {
+	It("elects one of two agents with the same host id; the other writes nothing, no row and no plan, until it takes over", func() {
 		const hostD = "fleet-test-host-d"
 		facts := hostBFacts
 		facts.HostID = hostD
@@ -338,11 +341,16 @@ var _ = Describe("RetirementPlan across several hosts (multi-host)", func() {
 			agent := hostagent.NewHost(cs, agentNamespace, hostD, hostagent.NewInstanceID(), agentTimings)
 			Expect(mgr.Add(agent)).To(Succeed())
 			writes := &atomic.Int64{}
-			counting := countingClient{Client: mgr.GetClient(), writes: writes}
+			counting := countingClient{Client: mgr.GetClient(), writes: writes, host: hostD}
 			Expect((&workerregistration.Reconciler{
 				Client: counting, Prober: &liveness.ProcProber{Facts: facts}, Clock: clock.RealClock{}, Recorder: testenv.Discard,
 				Agent: agent, AgentNamespace: agentNamespace,
 			}).SetupWithManagerNamed(mgr, "workerregistration-d"+suffix)).To(Succeed())
+			plans := newPlanReconciler(counting, mgr.GetAPIReader(), &liveness.ProcProber{Facts: facts})
+			plans.Host = retirement.Host{HostID: hostD, BootID: facts.BootID, BootTime: facts.BootTime}
+			plans.Agent = agent
+			notDirect := predicate.NewPredicateFuncs(func(o client.Object) bool { return !strings.HasPrefix(o.GetName(), "direct-") })
+			Expect(plans.SetupWithManagerNamed(mgr, "retirementplan-d"+suffix, notDirect)).To(Succeed())
 			go func() {
 				defer GinkgoRecover()
 				Expect(mgr.Start(mctx)).To(Succeed())
@@ -364,7 +372,12 @@ var _ = Describe("RetirementPlan across several hosts (multi-host)", func() {
 		Expect(holder.writes.Load()).To(BeNumerically(">=", 1))
 		heartbeat(wr, 0)
 		Eventually(func() string { return get(wr).Status.OwnershipState }).Should(Equal(fleetv1alpha1.OwnershipLive))
-		Expect(standby.writes.Load()).To(BeZero(), "the standby agent wrote")
+		dead := eligible(ns, "d-dead", onHost(hostD))
+		p := createPlan(ns) // every manager may drive the fleet plan; only the holder plans host D's
+		Expect(p.Status.CandidateWorkerIdentities).To(Equal([]string{dead.Name}))
+		Expect(hostEntry(p, hostD)).NotTo(BeNil())
+		Expect(hostEntry(p, hostD).Agent).To(Equal(holder.agent.Identity))
+		Expect(standby.writes.Load()).To(BeZero(), "the standby agent wrote a row or a plan of its host")
 
 		By("the holder stops: the standby takes over, and is the one that writes")
 		holder.stop()
@@ -377,27 +390,48 @@ var _ = Describe("RetirementPlan across several hosts (multi-host)", func() {
 	})
 })
 
-// countingClient counts the status writes made through it.
+// countingClient counts the writes made through it to objects of host: the status of its
+// registrations and of its host plans. (Creating a host plan is the fleet plan's work,
+// which any agent may do.)
 type countingClient struct {
 	client.Client
 	writes *atomic.Int64
+	host   string
+}
+
+func (c countingClient) count(obj client.Object) {
+	switch o := obj.(type) {
+	case *fleetv1alpha1.WorkerRegistration:
+		if o.Spec.Process.HostID == c.host {
+			c.writes.Add(1)
+		}
+	case *fleetv1alpha1.RetirementPlan:
+		if o.Spec.HostID == c.host {
+			c.writes.Add(1)
+		}
+	}
+}
+
+func (c countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	c.count(obj)
+	return c.Client.Update(ctx, obj, opts...)
 }
 
 func (c countingClient) Status() client.SubResourceWriter {
-	return countingWriter{SubResourceWriter: c.Client.Status(), writes: c.writes}
+	return countingWriter{SubResourceWriter: c.Client.Status(), c: c}
 }
 
 type countingWriter struct {
 	client.SubResourceWriter
-	writes *atomic.Int64
+	c countingClient
 }
 
 func (w countingWriter) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	w.writes.Add(1)
+	w.c.count(obj)
 	return w.SubResourceWriter.Update(ctx, obj, opts...)
 }
 
 func (w countingWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
-	w.writes.Add(1)
+	w.c.count(obj)
 	return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
 }
