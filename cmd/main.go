@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/localcp"
 	"github.com/giteatools/fleet-controller/internal/managercache"
 )
@@ -54,6 +55,8 @@ type options struct {
 	manifestDirs   []string
 	embedded       string
 	bannerEnvFile  string
+	agentNamespace string
+	agentTimings   hostagent.Timings
 }
 
 func main() {
@@ -72,6 +75,14 @@ func main() {
 	flag.DurationVar(&o.claimTTL, "claim-ttl", 2*time.Hour, "Lifetime of an activated task capability.")
 	flag.StringVar(&o.crdDir, "crd-dir", "config/crd/bases", "CRD manifests installed into the embedded control plane.")
 	o.manifestDirs = []string{"config/rbac", "config/admission"}
+	agentNS := os.Getenv("POD_NAMESPACE")
+	if agentNS == "" {
+		agentNS = "fleet-system"
+	}
+	flag.StringVar(&o.agentNamespace, "agent-namespace", agentNS, "Namespace of the hosts' coordination Leases (created if missing); default $POD_NAMESPACE, else fleet-system.")
+	flag.DurationVar(&o.agentTimings.LeaseDuration, "agent-lease-duration", hostagent.DefaultLeaseDuration, "How long a host's coordination Lease is valid without renewal.")
+	flag.DurationVar(&o.agentTimings.RenewDeadline, "agent-renew-deadline", hostagent.DefaultRenewDeadline, "How long the host agent keeps trying to renew before it stops acting for the host.")
+	flag.DurationVar(&o.agentTimings.RetryPeriod, "agent-retry-period", hostagent.DefaultRetryPeriod, "How often the host agent tries to acquire or renew its Lease.")
 	flag.StringVar(&o.embedded, "embedded", "auto", "Start an embedded control plane: auto (when no kubeconfig or in-cluster config exists), always, never.")
 	// Production logging (JSON) by default; --zap-devel switches to development mode.
 	zapOpts := zap.Options{Development: false}
@@ -126,6 +137,9 @@ func run(o options) error {
 			namespaces = append(namespaces, ns)
 		}
 	}
+	if len(namespaces) > 0 {
+		namespaces = append(namespaces, o.agentNamespace) // the hosts' Leases
+	}
 	cacheOpts := managercache.Options(namespaces)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
@@ -146,6 +160,8 @@ func run(o options) error {
 		repository:     o.repository,
 		claimTTL:       o.claimTTL,
 		capabilityAddr: o.authzAddr,
+		agentNamespace: o.agentNamespace,
+		agentTimings:   o.agentTimings,
 	}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}
