@@ -41,6 +41,7 @@ func HostShare(entry fleetv1alpha1.HostPlanStatus, child *fleetv1alpha1.Retireme
 		sh.Apply = &retirement.HostApply{
 			Outcome: s.Outcome, Retired: s.Retired, RetiredCount: int(s.RetiredCount), Preserved: AssessmentsOf(s.ApplyPreserved),
 			MutationPerformed: s.MutationPerformed, Complete: s.ApplyComplete, Message: s.Message,
+			Recovered: s.ApplyProgress != nil && s.ApplyProgress.TakenOverFrom != "" && s.ApplyProgress.State == retirement.ApplyFinished,
 		}
 	}
 	return sh

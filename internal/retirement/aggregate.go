@@ -59,6 +59,9 @@ type HostApply struct {
 	Complete *bool
 	// Message is the host plan's status message.
 	Message string
+	// Recovered is true when the host plan's applier stopped before its report and a
+	// takeover completed the report from the rows (Applied reason ApplyInterrupted).
+	Recovered bool
 }
 
 // HostRows is how many Active rows a host has.
@@ -310,8 +313,10 @@ var failureRank = map[string]int{
 // and then interrupted (a partial apply, never a success) unless every host plan applied
 // cleanly or had nothing to write; when nothing was retired it is the most serious host
 // outcome (transaction_failed, registry_revision_moved, candidate_set_moved, applied,
-// already_retired, nothing_requested). message explains it: a single host plan's own
-// message, or one line per host.
+// already_retired, nothing_requested). A host plan whose report a takeover completed
+// from the rows makes the fleet report Recovered as well, so the fleet plan reads as an
+// interrupted apply (reason ApplyInterrupted), never a success nor complete. message
+// explains it: a single host plan's own message, or one line per host.
 func AggregateApply(hosts []HostShare) (rep ApplyReport, message string, done bool) {
 	if len(hosts) == 0 {
 		return ApplyReport{Outcome: OutcomeNothingRequested, Detail: "no host has candidates: the approval names no worker identity"}, "", true
@@ -327,6 +332,7 @@ func AggregateApply(hosts []HostShare) (rep ApplyReport, message string, done bo
 		rep.Retired = append(rep.Retired, a.Retired...)
 		rep.Preserved = append(rep.Preserved, a.Preserved...)
 		rep.MutationPerformed = rep.MutationPerformed || a.MutationPerformed
+		rep.Recovered = rep.Recovered || a.Recovered
 		switch {
 		case a.Outcome == OutcomeApplied && (a.Complete == nil || *a.Complete):
 		case a.Outcome == OutcomeAlreadyRetired || a.Outcome == OutcomeNothingRequested:

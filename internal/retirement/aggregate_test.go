@@ -185,6 +185,9 @@ func TestAggregateApply(t *testing.T) {
 		{"nothing to write", []HostShare{applied("A", OutcomeNothingRequested, nil), applied("B", OutcomeAlreadyRetired, nil)}, OutcomeAlreadyRetired, false, nil, ConditionNothingToApply},
 		{"clean with one host that had nothing", []HostShare{applied("A", OutcomeApplied, &yes, "a"), applied("B", OutcomeNothingRequested, nil)}, OutcomeApplied, false, []string{"a"}, ConditionApplySucceeded},
 		{"no host", nil, OutcomeNothingRequested, false, nil, ConditionNothingToApply},
+		{"one taken over after a crash", []HostShare{applied("A", OutcomeApplied, &yes, "a"), recovered(applied("B", OutcomeApplied, &no, "b"))}, OutcomeApplied, true, []string{"a", "b"}, ConditionApplyInterrupted},
+		{"the only host taken over", []HostShare{recovered(applied("A", OutcomeApplied, &no, "a"))}, OutcomeApplied, true, []string{"a"}, ConditionApplyInterrupted},
+		{"taken over before any row", []HostShare{applied("A", OutcomeNothingRequested, nil), recovered(applied("B", OutcomeTransactionFailed, nil))}, OutcomeTransactionFailed, false, nil, ConditionApplyInterrupted},
 	}
 	for _, tc := range tests {
 		rep, msg, done := AggregateApply(tc.hosts)
@@ -194,6 +197,9 @@ func TestAggregateApply(t *testing.T) {
 		v := JudgeApply(rep)
 		if v.Reason != tc.reason {
 			t.Errorf("%s: reason %s, want %s", tc.name, v.Reason, tc.reason)
+		}
+		if tc.reason == ConditionApplyInterrupted && (v.Complete == nil || *v.Complete) {
+			t.Errorf("%s: an interrupted fleet apply reads as complete", tc.name)
 		}
 		if v.Success != (tc.reason == ConditionApplySucceeded || tc.reason == ConditionNothingToApply || tc.reason == ConditionApplyRefused) {
 			t.Errorf("%s: success %v", tc.name, v.Success)
@@ -208,4 +214,10 @@ func TestAggregateApply(t *testing.T) {
 	if rep, msg, _ := AggregateApply([]HostShare{applied("A", OutcomeApplied, &yes, "a")}); msg != "msg A" || rep.RetiredCount != 1 {
 		t.Errorf("single host: %q %+v", msg, rep)
 	}
+}
+
+// recovered marks a host plan's report as completed by a takeover.
+func recovered(h HostShare) HostShare {
+	h.Apply.Recovered = true
+	return h
 }

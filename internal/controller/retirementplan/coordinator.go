@@ -213,12 +213,13 @@ func (r *Reconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.Ret
 		if err := r.ensureHostPlans(ctx, plan); err != nil {
 			return ctrl.Result{}, err
 		}
-		if err := r.runLocalHostPlans(ctx, plan); err != nil {
+		local, err := r.runLocalHostPlans(ctx, plan)
+		if err != nil {
 			return ctrl.Result{}, err
 		}
 		planned, err := r.aggregatePlan(ctx, plan)
 		if err != nil || !planned {
-			return ctrl.Result{}, err // a host plan's change enqueues the fleet plan again
+			return local, err // a host plan's change enqueues the fleet plan again
 		}
 		logger.Info("Planned", "hosts", len(plan.Status.Hosts), "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
 	}
@@ -239,8 +240,16 @@ func (r *Reconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.Ret
 		}
 		r.refusals.Delete(plan.UID)
 	}
-	if err := r.runLocalHostPlans(ctx, plan); err != nil {
+	local, err := r.runLocalHostPlans(ctx, plan)
+	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if local.RequeueAfter > 0 {
+		// A local host plan's apply is held by another applier (or its hold is waited
+		// out before a takeover): that applier, or the takeover, writes its report, and
+		// the fleet plan aggregates it then. Looking again when the host plan asks keeps
+		// a waiting host plan from being stranded when no other event comes.
+		return local, nil
 	}
 	return ctrl.Result{}, r.aggregateApply(ctx, plan)
 }
@@ -272,7 +281,14 @@ func (r *Reconciler) fanOut(ctx context.Context, plan *fleetv1alpha1.RetirementP
 		return "", false
 	}
 	f := retirement.PlanFanout(rows, func(h string) bool { _, ok := agentOf(h); return ok })
+	// The rows no host plan covers are this fleet plan's own verdicts: their pages are
+	// written before the status that records them, like any plan's.
+	own, err := r.writePages(ctx, plan, retirement.Plan{Preserved: f.Uncovered})
+	if err != nil {
+		return err
+	}
 	s := &plan.Status
+	s.Pages = own
 	s.CanonicalRepository = retirement.CanonicalRepository(s.CanonicalRepository, plan.Spec.CanonicalRepository, r.Repository)
 	s.RegistryFingerprint = retirement.RegistryFingerprint(rows)
 	s.Hosts = nil
@@ -357,29 +373,62 @@ func (r *Reconciler) ensureHostPlans(ctx context.Context, plan *fleetv1alpha1.Re
 }
 
 // runLocalHostPlans runs, at once, the host plans of the host this manager is the agent
-// of, so a single-host fleet plan completes in one reconcile.
-func (r *Reconciler) runLocalHostPlans(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
+// of, so a single-host fleet plan completes in one reconcile. The result asks to look
+// again as soon as the earliest of them asks to (an apply held by another applier, a
+// hold waited out before its takeover), so the fleet plan's reconcile carries the host
+// plans' requeues.
+func (r *Reconciler) runLocalHostPlans(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
+	var out ctrl.Result
 	for _, h := range plan.Status.Hosts {
 		if !r.holds(h.HostID) {
 			continue
 		}
-		if _, err := r.reconcileHost(ctx, types.NamespacedName{Namespace: plan.Namespace, Name: h.Plan}, h.HostID); err != nil {
-			return err
+		res, err := r.reconcileHost(ctx, types.NamespacedName{Namespace: plan.Namespace, Name: h.Plan}, h.HostID)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if res.RequeueAfter > 0 && (out.RequeueAfter == 0 || res.RequeueAfter < out.RequeueAfter) {
+			out.RequeueAfter = res.RequeueAfter
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // shares reads the host plans of a fleet plan as the aggregate sees them, in the order of
 // status.hosts (sorted by host id).
-func (r *Reconciler) shares(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) ([]retirement.HostShare, error) {
+func (r *Reconciler) shares(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) ([]retirement.HostShare, map[string]*fleetv1alpha1.RetirementPlan, error) {
 	children, err := r.hostPlans(ctx, plan)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]retirement.HostShare, 0, len(plan.Status.Hosts))
 	for _, h := range plan.Status.Hosts {
 		out = append(out, shareOf(h, children[h.HostID]))
+	}
+	return out, children, nil
+}
+
+// fleetPages is a planned fleet plan's status.pages: the page counts of its host plans
+// and of its own pages (the rows no host plan covers, written at fan-out), and the
+// selector that lists them all.
+func (r *Reconciler) fleetPages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, children map[string]*fleetv1alpha1.RetirementPlan) (*fleetv1alpha1.RetirementPlanPages, error) {
+	out := &fleetv1alpha1.RetirementPlanPages{Selector: fleetPagesSelector(plan)}
+	for _, h := range plan.Status.Hosts {
+		if c := children[h.HostID]; c != nil && c.Status.Pages != nil {
+			out.Candidates += c.Status.Pages.Candidates
+			out.Preserved += c.Status.Pages.Preserved
+		}
+	}
+	// The fleet plan's own pages hold only Preserved rows; their metadata is enough.
+	own := &metav1.PartialObjectMetadataList{}
+	own.SetGroupVersionKind(fleetv1alpha1.GroupVersion.WithKind("RetirementPlanPageList"))
+	if err := r.APIReader.List(ctx, own, client.InNamespace(plan.Namespace), client.MatchingLabels{fleetv1alpha1.PlanLabel: plan.Name}); err != nil {
+		return nil, fmt.Errorf("listing the fleet plan's own pages: %w", err)
+	}
+	for i := range own.Items {
+		if metav1.IsControlledBy(&own.Items[i], plan) {
+			out.Preserved++
+		}
 	}
 	return out, nil
 }
@@ -399,7 +448,7 @@ func recordShares(plan *fleetv1alpha1.RetirementPlan, shares []retirement.HostSh
 
 // aggregatePlan writes the fleet plan's dry run once every host plan is planned.
 func (r *Reconciler) aggregatePlan(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (bool, error) {
-	shares, err := r.shares(ctx, plan)
+	shares, children, err := r.shares(ctx, plan)
 	if err != nil {
 		return false, err
 	}
@@ -420,7 +469,12 @@ func (r *Reconciler) aggregatePlan(ctx context.Context, plan *fleetv1alpha1.Reti
 			break
 		}
 	}
+	pages, err := r.fleetPages(ctx, plan, children)
+	if err != nil {
+		return false, err
+	}
 	setFleetPlanStatus(plan, fp, r.Clock.Now())
+	s.Pages = pages
 	if err := r.Status().Update(ctx, plan); err != nil {
 		return false, fmt.Errorf("writing the fleet plan: %w", err)
 	}
@@ -433,7 +487,7 @@ func (r *Reconciler) aggregatePlan(ctx context.Context, plan *fleetv1alpha1.Reti
 
 // aggregateApply writes the fleet plan's apply result once every host plan has one.
 func (r *Reconciler) aggregateApply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
-	shares, err := r.shares(ctx, plan)
+	shares, _, err := r.shares(ctx, plan)
 	if err != nil {
 		return err
 	}
