@@ -422,7 +422,7 @@ func (r *Reconciler) fleetPages(ctx context.Context, plan *fleetv1alpha1.Retirem
 	// The fleet plan's own pages hold only Preserved rows; their metadata is enough.
 	own := &metav1.PartialObjectMetadataList{}
 	own.SetGroupVersionKind(fleetv1alpha1.GroupVersion.WithKind("RetirementPlanPageList"))
-	if err := r.APIReader.List(ctx, own, client.InNamespace(plan.Namespace), client.MatchingLabels{fleetv1alpha1.PlanLabel: plan.Name}); err != nil {
+	if err := r.APIReader.List(ctx, own, client.InNamespace(plan.Namespace), client.MatchingLabels{fleetv1alpha1.PlanLabel: planLabelValue(plan.Name)}); err != nil {
 		return nil, fmt.Errorf("listing the fleet plan's own pages: %w", err)
 	}
 	for i := range own.Items {

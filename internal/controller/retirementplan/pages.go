@@ -24,11 +24,17 @@ const pageWriters = 4
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplanpages,verbs=get;list;create;update;delete
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplans/finalizers,verbs=update
 
+// planLabelValue is the PlanLabel value of a plan's pages: its name, or, when longer than
+// a label value may be (a host plan's name is its fleet plan's and 10 more characters),
+// its first 54 characters and a hash of it. Two such names that share those 54
+// characters still differ in the hash; the pages also carry the plan's full name and UID.
+func planLabelValue(name string) string { return fleetPlanLabelValue(name) }
+
 // pageLabels are the labels of a plan's pages: PlanLabel with the plan's name and, for a
 // fleet plan and for a host plan of one, LabelFleetPlan with the fleet plan's label
 // value, so one selector lists every row of a fleet.
 func pageLabels(plan *fleetv1alpha1.RetirementPlan) map[string]string {
-	labels := map[string]string{fleetv1alpha1.PlanLabel: plan.Name}
+	labels := map[string]string{fleetv1alpha1.PlanLabel: planLabelValue(plan.Name)}
 	if fleet := fleetLabelOf(plan); fleet != "" {
 		labels[LabelFleetPlan] = fleet
 	}
@@ -66,7 +72,7 @@ func (r *Reconciler) writePages(ctx context.Context, plan *fleetv1alpha1.Retirem
 	// the API server's decoding and storage of one overlaps with the next.
 	writes, wctx := errgroup.WithContext(ctx)
 	writes.SetLimit(pageWriters)
-	out := &fleetv1alpha1.RetirementPlanPages{Selector: fleetv1alpha1.PlanLabel + "=" + plan.Name}
+	out := &fleetv1alpha1.RetirementPlanPages{Selector: fleetv1alpha1.PlanLabel + "=" + planLabelValue(plan.Name)}
 	for _, list := range []struct {
 		name  string
 		short string
@@ -99,11 +105,11 @@ func (r *Reconciler) writePages(ctx context.Context, plan *fleetv1alpha1.Retirem
 		return nil, err
 	}
 	var existing fleetv1alpha1.RetirementPlanPageList
-	if err := r.APIReader.List(ctx, &existing, client.InNamespace(plan.Namespace), client.MatchingLabels{fleetv1alpha1.PlanLabel: plan.Name}); err != nil {
+	if err := r.APIReader.List(ctx, &existing, client.InNamespace(plan.Namespace), client.MatchingLabels{fleetv1alpha1.PlanLabel: planLabelValue(plan.Name)}); err != nil {
 		return nil, fmt.Errorf("listing the plan's pages: %w", err)
 	}
 	for i := range existing.Items {
-		if old := &existing.Items[i]; !want[old.Name] {
+		if old := &existing.Items[i]; !want[old.Name] && metav1.IsControlledBy(old, plan) {
 			if err := r.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
 				return nil, fmt.Errorf("deleting stale page %s: %w", old.Name, err)
 			}

@@ -3,6 +3,7 @@ package retirementplan_test
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -171,5 +172,26 @@ var _ = Describe("RetirementPlan pages", func() {
 		Expect(*p.Status.Pages).To(Equal(fleetv1alpha1.RetirementPlanPages{Candidates: 1, Preserved: 1,
 			Selector: retirementplan.LabelFleetPlan + "=" + p.Name}))
 		Expect(fleetPages(p)).To(HaveLen(2))
+	})
+
+	It("writes the pages of plans whose names are longer than a label value", func() {
+		ns := newNamespace()
+		dead := eligible(ns, "dead")
+		p := newPlanObj(ns, "direct-pages-"+strings.Repeat("long", 13)) // 65 characters; its host plan's 75
+		Expect(len(p.Name)).To(BeNumerically(">", 63))
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		p = reconcilePlan(newPlanReconciler(k8sClient, k8sClient, prober), p)
+		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
+		hp := hostPlanOf(p)
+		Expect(hp.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
+		Expect(p.Status.Pages.Candidates).To(Equal(int32(1)))
+		pages := fleetPages(p)
+		Expect(pages).To(HaveLen(1))
+		Expect(pages[0].Plan).To(Equal(hp.Name), "the page names its plan in full")
+		Expect(pages[0].Rows).To(HaveLen(1))
+		Expect(pages[0].Rows[0].WorkerIdentity).To(Equal(dead.Name))
+		sel, err := labels.Parse(hp.Status.Pages.Selector)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(sel.Matches(labels.Set(pages[0].Labels))).To(BeTrue(), "the host plan's own selector lists its page")
 	})
 })
