@@ -67,15 +67,16 @@ func foreignRows(ns string, n int) {
 	}
 }
 
-// hostPlanOf is the one host plan of fleet plan p, found by its LabelFleetPlan label.
+// hostPlanOf is the one host plan of fleet plan p, as its status.hosts names it; it
+// carries the fleet-plan label its pages carry too.
 func hostPlanOf(p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementPlan {
 	GinkgoHelper()
-	var list fleetv1alpha1.RetirementPlanList
-	Expect(k8sClient.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingLabels{retirementplan.LabelFleetPlan: p.Name})).To(Succeed())
-	Expect(list.Items).To(HaveLen(1), "fleet plan %s has one host plan", p.Name)
-	hp := &list.Items[0]
+	Expect(p.Status.Hosts).To(HaveLen(1), "fleet plan %s has one host plan", p.Name)
+	hp := &fleetv1alpha1.RetirementPlan{}
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Status.Hosts[0].Plan}, hp)).To(Succeed())
 	Expect(metav1.IsControlledBy(hp, p)).To(BeTrue())
 	Expect(hp.Spec.HostID).To(Equal(host.HostID))
+	Expect(hp.Labels).To(HaveKey(retirementplan.LabelFleetPlan))
 	return hp
 }
 
