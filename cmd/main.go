@@ -28,6 +28,7 @@ import (
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/gateway"
+	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/localcp"
 	"github.com/giteatools/fleet-controller/internal/managercache"
 )
@@ -59,6 +60,8 @@ type options struct {
 	manifestDirs   []string
 	embedded       string
 	bannerEnvFile  string
+	agentNamespace string
+	agentTimings   hostagent.Timings
 }
 
 func main() {
@@ -80,6 +83,14 @@ func main() {
 	flag.DurationVar(&o.claimTTL, "claim-ttl", 2*time.Hour, "Lifetime of an activated task capability.")
 	flag.StringVar(&o.crdDir, "crd-dir", "config/crd/bases", "CRD manifests installed into the embedded control plane.")
 	o.manifestDirs = []string{"config/rbac", "config/admission"}
+	agentNS := os.Getenv("POD_NAMESPACE")
+	if agentNS == "" {
+		agentNS = "fleet-system"
+	}
+	flag.StringVar(&o.agentNamespace, "agent-namespace", agentNS, "Namespace of the hosts' coordination Leases (created if missing); default $POD_NAMESPACE, else fleet-system.")
+	flag.DurationVar(&o.agentTimings.LeaseDuration, "agent-lease-duration", hostagent.DefaultLeaseDuration, "How long a host's coordination Lease is valid without renewal.")
+	flag.DurationVar(&o.agentTimings.RenewDeadline, "agent-renew-deadline", hostagent.DefaultRenewDeadline, "How long the host agent keeps trying to renew before it stops acting for the host.")
+	flag.DurationVar(&o.agentTimings.RetryPeriod, "agent-retry-period", hostagent.DefaultRetryPeriod, "How often the host agent tries to acquire or renew its Lease.")
 	flag.StringVar(&o.embedded, "embedded", "auto", "Start an embedded control plane: auto (when no kubeconfig or in-cluster config exists), always, never.")
 	// Production logging (JSON) by default; --zap-devel switches to development mode.
 	zapOpts := zap.Options{Development: false}
@@ -134,6 +145,9 @@ func run(o options) error {
 			namespaces = append(namespaces, ns)
 		}
 	}
+	if len(namespaces) > 0 {
+		namespaces = append(namespaces, o.agentNamespace) // the hosts' Leases
+	}
 	cacheOpts := managercache.Options(namespaces)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
@@ -156,6 +170,8 @@ func run(o options) error {
 		capabilityAddr:     o.authzAddr,
 		gatewayAddr:        o.gatewayAddr,
 		gatewayCredentials: o.gatewayCreds,
+		agentNamespace:     o.agentNamespace,
+		agentTimings:       o.agentTimings,
 	}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
 	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
@@ -36,6 +38,10 @@ type config struct {
 	// gatewayAddr is where the gateway listens ("" disables it); gatewayCredentials is the
 	// namespace of the per-identity Gitea token Secrets.
 	gatewayAddr, gatewayCredentials string
+	// agentNamespace holds the hosts' coordination Leases.
+	agentNamespace string
+	// agentTimings are the host election's durations.
+	agentTimings hostagent.Timings
 }
 
 // setup registers every reconciler and endpoint of the project with the manager.
@@ -56,25 +62,54 @@ func setup(mgr ctrl.Manager, cfg config) error {
 	reviewer := authz.Reviewer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	fence := workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clk}
 
+	// Every manager is its host's agent candidate and a fleet coordinator candidate; the
+	// Leases elect one of each, whatever --leader-elect says.
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("client for the host election: %w", err)
+	}
+	instance := hostagent.NewInstanceID()
+	coordinator := hostagent.NewCoordinator(cs, cfg.agentNamespace, instance, cfg.agentTimings)
+	if err := mgr.Add(coordinator); err != nil {
+		return fmt.Errorf("fleet coordinator election: %w", err)
+	}
+	var wrAgent workerregistration.HostAgent
+	var rpAgent retirementplan.HostAgent
+	if hostID := prober.Facts.HostID; hostID != "" {
+		agent := hostagent.NewHost(cs, cfg.agentNamespace, hostID, instance, cfg.agentTimings)
+		if err := mgr.Add(agent); err != nil {
+			return fmt.Errorf("host election: %w", err)
+		}
+		wrAgent, rpAgent = agent, agent
+		log.Info("Campaigning for this host", "hostID", hostID, "agent", instance, "Lease", cfg.agentNamespace+"/"+agent.Lease)
+	} else {
+		log.Info("No host id: this manager is no host's agent, its rows are preserved as host_binding_unproven", "agent", instance)
+	}
+
 	if err := (&workerregistration.Reconciler{
-		Client:   mgr.GetClient(),
-		Prober:   prober,
-		Clock:    clk,
-		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
+		Client:         mgr.GetClient(),
+		Prober:         prober,
+		Clock:          clk,
+		Recorder:       mgr.GetEventRecorder("workerregistration-controller"),
+		Agent:          wrAgent,
+		Coordinator:    coordinator,
+		AgentNamespace: cfg.agentNamespace,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("workerregistration controller: %w", err)
 	}
 	if err := (&retirementplan.Reconciler{
-		Client:     mgr.GetClient(),
-		APIReader:  mgr.GetAPIReader(),
-		Prober:     prober,
-		Reprober:   prober,
-		Host:       retirement.Host{HostID: prober.Facts.HostID, BootID: prober.Facts.BootID, BootTime: prober.Facts.BootTime},
-		Repository: cfg.repository,
-		Approvers:  reviewer,
-		Fence:      fence,
-		Clock:      clk,
-		Recorder:   mgr.GetEventRecorder("retirementplan-controller"),
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		Prober:         prober,
+		Reprober:       prober,
+		Host:           retirement.Host{HostID: prober.Facts.HostID, BootID: prober.Facts.BootID, BootTime: prober.Facts.BootTime},
+		Repository:     cfg.repository,
+		Approvers:      reviewer,
+		Fence:          fence,
+		Clock:          clk,
+		Recorder:       mgr.GetEventRecorder("retirementplan-controller"),
+		Agent:          rpAgent,
+		AgentNamespace: cfg.agentNamespace,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("retirementplan controller: %w", err)
 	}

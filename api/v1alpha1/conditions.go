@@ -24,6 +24,10 @@ const (
 const (
 	// ReasonReconciled is used when a WorkerRegistration was assessed.
 	ReasonReconciled = "Reconciled"
+	// ReasonNoHostAgent is used when no agent holds the registration's host: its ownership
+	// state rests on the heartbeat alone (a fresh heartbeat stays live, since no probe can
+	// withdraw it), written by the fleet coordinator.
+	ReasonNoHostAgent = "NoHostAgent"
 )
 
 // RetirementPlan condition types.
@@ -73,6 +77,15 @@ const (
 	ReasonApplyRefused = retirement.ConditionApplyRefused
 	// ReasonApplyFailed is used for transaction_failed (Ready=False, Stalled=True).
 	ReasonApplyFailed = retirement.ConditionApplyFailed
+	// ReasonWaitingForHostPlans is used on a fleet plan while the agents of its hosts
+	// have not yet planned, or applied, their host plans (Ready=False).
+	ReasonWaitingForHostPlans = "WaitingForHostPlans"
+	// ReasonApprovedThroughFleetPlan is used on a host plan whose fleet plan is Approved
+	// and still covers the host plan's candidates (Approved=True).
+	ReasonApprovedThroughFleetPlan = "ApprovedThroughFleetPlan"
+	// ReasonAwaitingFleetApproval is used on a host plan while its fleet plan is not
+	// Approved (Approved=False).
+	ReasonAwaitingFleetApproval = "AwaitingFleetApproval"
 )
 
 // TaskClaim condition types.

@@ -97,6 +97,7 @@ type RetirementApproval struct {
 // retirement of stale worker registrations in the plan's namespace.
 // +kubebuilder:validation:XValidation:rule="self.remote == oldSelf.remote && has(self.host) == has(oldSelf.host) && has(self.org) == has(oldSelf.org) && has(self.repo) == has(oldSelf.repo) && has(self.canonicalRepository) == has(oldSelf.canonicalRepository)",message="the plan's scope is immutable: create a new RetirementPlan instead"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.approval) || has(self.approval)",message="spec.approval cannot be changed or removed once set: create a new RetirementPlan instead"
+// +kubebuilder:validation:XValidation:rule="has(self.hostID) == has(oldSelf.hostID)",message="spec.hostID is immutable: a host plan stays one host's, a fleet plan stays the fleet's"
 type RetirementPlanSpec struct {
 	// remote names the Gitea remote whose registry is planned (for example "origin").
 	// +required
@@ -129,6 +130,19 @@ type RetirementPlanSpec struct {
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the plan's scope is immutable: create a new RetirementPlan instead"
 	CanonicalRepository string `json:"canonicalRepository,omitempty"`
+
+	// hostID makes this a host plan: it covers only the Active registrations whose
+	// spec.process.hostID is this machine id, and only the agent holding that host's
+	// coordination Lease plans and applies it. Leave it unset: a plan without hostID is a
+	// fleet plan, which creates one host plan per host that runs an agent (named
+	// <fleet plan>-h<hash>, owned by the fleet plan) and reports their aggregate. Host
+	// plans are created by the controller; a host plan is approved through its fleet
+	// plan, never by its own spec.approval.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.hostID is immutable: a host plan stays one host's, a fleet plan stays the fleet's"
+	HostID string `json:"hostID,omitempty"`
 
 	// approval approves the plan's current tokens and identities. Once set it can be
 	// neither changed nor removed.
@@ -192,6 +206,54 @@ type FleetBlocker struct {
 	// detail explains the blocker.
 	// +optional
 	Detail string `json:"detail,omitempty"`
+}
+
+// HostPlanStatus is one host's share of a fleet plan.
+type HostPlanStatus struct {
+	// hostID is the machine id (spec.process.hostID of the host's registrations).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	HostID string `json:"hostID"`
+	// plan is the name of the host plan (a RetirementPlan in the same namespace).
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Plan string `json:"plan"`
+	// agent is the agent instance that held the host's coordination Lease when the fleet
+	// plan fanned out.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Agent string `json:"agent,omitempty"`
+	// outcome is the host plan's outcome; empty until its agent has planned it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Outcome string `json:"outcome,omitempty"`
+	// candidateCount is the host plan's number of candidates.
+	// +optional
+	CandidateCount int32 `json:"candidateCount"`
+	// preservedCount is the host plan's number of preserved rows.
+	// +optional
+	PreservedCount int32 `json:"preservedCount"`
+	// retiredCount is the number of rows the host plan's apply retired.
+	// +optional
+	RetiredCount int32 `json:"retiredCount"`
+	// candidateFingerprint is the host plan's candidate fingerprint. A host's agent
+	// applies its host plan only while this still equals the host plan's own.
+	// +optional
+	// +kubebuilder:validation:MaxLength=80
+	CandidateFingerprint string `json:"candidateFingerprint,omitempty"`
+}
+
+// HostRowCount is a host and how many Active registrations it has.
+type HostRowCount struct {
+	// hostID is the machine id.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	HostID string `json:"hostID"`
+	// rowCount is the number of Active registrations of the host.
+	// +required
+	RowCount int32 `json:"rowCount"`
 }
 
 // RetirementPlanStatus is the plan, and after an approved apply, its result.
@@ -319,6 +381,32 @@ type RetirementPlanStatus struct {
 	// +kubebuilder:validation:MaxLength=2048
 	Message string `json:"message,omitempty"`
 
+	// hosts is, for a fleet plan (no spec.hostID), one entry per host whose agent plans
+	// and applies that host's rows through a host plan: the host plan's name, the agent
+	// that held the host when the fleet plan fanned out, and that host plan's outcome,
+	// counts and candidate fingerprint. The fleet plan's candidateFingerprint is computed
+	// over these entries (see docs/retirementplan.md, "Several hosts"). Sorted by hostID;
+	// at most 256 hosts.
+	// +optional
+	// +listType=map
+	// +listMapKey=hostID
+	// +kubebuilder:validation:MaxItems=256
+	Hosts []HostPlanStatus `json:"hosts,omitempty"`
+
+	// hostsWithoutAgent lists, for a fleet plan, the hosts with Active registrations but
+	// no agent holding their coordination Lease when the plan fanned out: their rows are
+	// never candidates and are preserved as host_binding_unproven. Sorted by hostID; at
+	// most 256 hosts (hostsWithoutAgentCount is always complete).
+	// +optional
+	// +listType=map
+	// +listMapKey=hostID
+	// +kubebuilder:validation:MaxItems=256
+	HostsWithoutAgent []HostRowCount `json:"hostsWithoutAgent,omitempty"`
+
+	// hostsWithoutAgentCount is the number of hosts without an agent, always complete.
+	// +optional
+	HostsWithoutAgentCount int32 `json:"hostsWithoutAgentCount,omitempty"`
+
 	// snapshot is the fleet snapshot at plan time, read with the plan: stale, live and
 	// historical counts, liveFleetSafe and the blockers. postApply is the same view after
 	// the apply.
@@ -412,6 +500,7 @@ type ApplyProgress struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rplan;rp,categories=fleet
+// +kubebuilder:printcolumn:name="Host",type=string,JSONPath=`.spec.hostID`
 // +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.outcome`
 // +kubebuilder:printcolumn:name="Approved",type=string,JSONPath=`.status.conditions[?(@.type=="Approved")].status`
 // +kubebuilder:printcolumn:name="Candidates",type=integer,JSONPath=`.status.candidateCount`

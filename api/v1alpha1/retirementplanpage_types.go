@@ -12,6 +12,8 @@ const (
 
 // PlanLabel names the RetirementPlan a RetirementPlanPage belongs to:
 // `kubectl get retirementplanpages -l fleet.giteatools.dev/plan=NAME` lists its pages.
+// A name longer than a label value may be is shortened to its first 54 characters and a
+// hash; the plan's status.pages.selector always names the value to use.
 const PlanLabel = "fleet.giteatools.dev/plan"
 
 // RetirementPlanPage holds one page of a RetirementPlan's per-row verdicts.

@@ -198,6 +198,30 @@ var _ = Describe("RetirementPlan validation", func() {
 		expectUnchanged(p, rv)
 	})
 
+	It("keeps spec.hostID immutable: a host plan stays one host's, a fleet plan the fleet's", func() {
+		host := newPlan()
+		host.Spec.HostID = "3d1219c7c4c5404aaa1f6d2a48adfda4"
+		Expect(k8sClient.Create(ctx, host)).To(Succeed())
+		fleetPlan := newPlan()
+		Expect(k8sClient.Create(ctx, fleetPlan)).To(Succeed())
+		for _, tc := range []struct {
+			p      *fleetv1alpha1.RetirementPlan
+			mutate func(*fleetv1alpha1.RetirementPlan)
+		}{
+			{host, func(p *fleetv1alpha1.RetirementPlan) { p.Spec.HostID = "another-host" }},
+			{host, func(p *fleetv1alpha1.RetirementPlan) { p.Spec.HostID = "" }},
+			{fleetPlan, func(p *fleetv1alpha1.RetirementPlan) { p.Spec.HostID = "a-host" }},
+		} {
+			changed := tc.p.DeepCopy()
+			tc.mutate(changed)
+			expectInvalid(k8sClient.Update(ctx, changed), "spec.hostID is immutable")
+			expectUnchanged(tc.p, tc.p.ResourceVersion)
+		}
+		empty := newPlan()
+		empty.Spec.HostID = ""
+		Expect(k8sClient.Create(ctx, empty)).To(Succeed(), "no hostID is a fleet plan")
+	})
+
 	It("accepts exactly the seven outcomes of the specification", func() {
 		p := newPlan()
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())

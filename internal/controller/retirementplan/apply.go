@@ -65,7 +65,7 @@ func (r *Reconciler) apply(ctx context.Context, plan *fleetv1alpha1.RetirementPl
 	if err != nil {
 		return applyRun{report: failed(err.Error())}
 	}
-	decision := retirement.DecideApply(apiconv.Approval(plan.Spec.Approval), fresh.plan, apiconv.Rows(fresh.items))
+	decision := retirement.DecideApply(apiconv.Approval(r.effectiveApproval(ctx, plan)), fresh.plan, apiconv.Rows(fresh.items))
 	if !decision.Proceed {
 		return applyRun{report: retirement.Summarize(decision, nil, nil, ""), post: r.snapshot(ctx, plan.Namespace)}
 	}
@@ -181,7 +181,7 @@ func (r *Reconciler) retire(ctx context.Context, plan *fleetv1alpha1.RetirementP
 	wr.Status.Phase = fleetv1alpha1.PhaseRetired
 	wr.Status.OwnershipState = fleetv1alpha1.OwnershipHistorical
 	wr.Status.RetiredAt = &now
-	wr.Status.RetiredBy = plan.Namespace + "/" + plan.Name
+	wr.Status.RetiredBy = r.retiredBy(plan)
 	wr.Status.RetirementReason = retirement.ReasonEligibleStaleOrphan
 	if err := r.Status().Update(ctx, wr); err != nil {
 		return err

@@ -11,15 +11,28 @@ import (
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 
-// approver is the subject admission saw set spec.approval: approvedBy with approvedGroups.
-func approver(plan *fleetv1alpha1.RetirementPlan) authz.Subject {
-	return authz.Subject{User: plan.Spec.Approval.ApprovedBy, Groups: plan.Spec.Approval.ApprovedGroups}
+// approver is the subject admission saw set the approval: approvedBy with approvedGroups.
+func approver(a *fleetv1alpha1.RetirementApproval) authz.Subject {
+	return authz.Subject{User: a.ApprovedBy, Groups: a.ApprovedGroups}
 }
 
 // judgeApproval gathers what the approval verdict rests on and asks
-// retirement.JudgeApproval. The reads stop at the first fact that already refuses.
+// retirement.JudgeApproval. The reads stop at the first fact that already refuses. A
+// host plan is judged on its fleet plan's approval (see effectiveApproval): the fleet
+// plan matched it against its own status, so what is left is the guarding policy, as it
+// stood when the fleet plan was created, and the approver.
 func (r *Reconciler) judgeApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (retirement.ApprovalVerdict, error) {
-	facts := retirement.ApprovalFacts{Mismatch: approvalMismatch(plan), PlanCreated: plan.CreationTimestamp.Time}
+	a := plan.Spec.Approval
+	facts := retirement.ApprovalFacts{PlanCreated: plan.CreationTimestamp.Time}
+	if plan.Spec.HostID == "" {
+		facts.Mismatch = approvalMismatch(plan)
+	} else {
+		var parent *fleetv1alpha1.RetirementPlan
+		a, parent, facts.Mismatch = r.hostApproval(ctx, plan)
+		if parent != nil {
+			facts.PlanCreated = parent.CreationTimestamp.Time
+		}
+	}
 	if facts.Mismatch != "" {
 		return retirement.JudgeApproval(facts), nil
 	}
@@ -30,7 +43,7 @@ func (r *Reconciler) judgeApproval(ctx context.Context, plan *fleetv1alpha1.Reti
 	if reason, _ := retirement.JudgeGuard(facts.Guard, facts.PlanCreated); reason != "" {
 		return retirement.JudgeApproval(facts), nil
 	}
-	s := approver(plan)
+	s := approver(a)
 	if facts.Subject, err = r.Approvers.WorkerFacts(ctx, s, plan.Namespace); err != nil {
 		return retirement.ApprovalVerdict{}, err
 	}

@@ -329,19 +329,30 @@ func restoreGuard(shipped authz.Shipped) {
 
 const zeros = "0000000000000000000000000000000000000000000000000000000000000000"
 
-// countingRecorder counts the events it is given, by type and reason.
+// countingRecorder counts the events it is given, by type and reason, and by the name
+// of the object they are about.
 type countingRecorder struct {
 	mu     sync.Mutex
 	counts map[string]int
 }
 
-func (c *countingRecorder) Eventf(_ runtime.Object, _ runtime.Object, eventtype, reason, _, _ string, _ ...any) {
+func (c *countingRecorder) Eventf(regarding runtime.Object, _ runtime.Object, eventtype, reason, _, _ string, _ ...any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.counts == nil {
 		c.counts = map[string]int{}
 	}
 	c.counts[eventtype+"/"+reason]++
+	if o, err := meta.Accessor(regarding); err == nil {
+		c.counts[o.GetName()+":"+eventtype+"/"+reason]++
+	}
+}
+
+// countAbout is how many events of kind/reason c was given about the object named name.
+func (c *countingRecorder) countAbout(name, kind, reason string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.counts[name+":"+kind+"/"+reason]
 }
 
 func (c *countingRecorder) warnings(reason string) int {

@@ -13,14 +13,22 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/authz"
@@ -92,54 +100,53 @@ type Reconciler struct {
 	// the apply at once, writing nothing more (no row, no renewal, no report), as if the
 	// process had died there: a test seam for crashes between two row writes.
 	AfterWrite func(ctx context.Context, worker string) error
+
+	// Agent is this manager's agent for its host: host plans of that host are planned and
+	// applied only while it holds the host's Lease. Nil: this manager runs no host plan
+	// (it still fans out and aggregates fleet plans).
+	Agent HostAgent
+	// AgentNamespace holds the hosts' coordination Leases, read to learn which hosts have
+	// an agent when a fleet plan fans out.
+	AgentNamespace string
+	// planLocks serialises the work on one host plan in this process (lockPlan).
+	planLocks sync.Map
 }
 
-// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplans,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplans,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplans/finalizers,verbs=update
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplans/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=workerregistrations,verbs=retire
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
 
-// Reconcile plans, checks the approval, and applies an approved plan exactly once.
+// Reconcile routes a plan: a host plan (spec.hostID) is planned and applied by its
+// host's agent alone; a fleet plan fans out to host plans, judges the approval and
+// aggregates (coordinator.go).
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	plan := &fleetv1alpha1.RetirementPlan{}
 	if err := r.Get(ctx, req.NamespacedName, plan); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	logger := log.FromContext(ctx) // carries the RetirementPlan's namespace and name
-
-	// An apply recorded as in progress: wait for its holder, or take over a lapsed hold
-	// and complete the report from the rows (intent.go). Nothing else touches such a plan.
-	if applyInProgress(plan) {
-		return r.settleApply(ctx, plan)
+	if plan.Spec.HostID != "" {
+		return r.reconcileHost(ctx, req.NamespacedName, plan.Spec.HostID)
 	}
-
-	if plan.Status.Outcome != "" && plan.Status.Outcome != retirement.OutcomePlanned {
-		return ctrl.Result{}, nil // applied (or refused) once; a new attempt is a new plan
-	}
-	if plan.Status.Outcome == "" {
-		if err := r.plan(ctx, plan); err != nil {
-			return ctrl.Result{}, err
+	// Any agent may drive a fleet plan, so another may just have written it: each attempt
+	// reads it afresh, and a conflict is answered by re-reading and deciding again.
+	for attempt := 0; ; attempt++ {
+		if err := r.APIReader.Get(ctx, req.NamespacedName, plan); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		logger.Info("Planned", "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
-	}
-	if plan.Spec.Approval == nil {
-		return ctrl.Result{}, nil
-	}
-	verdict, err := r.checkApproval(ctx, plan)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if !verdict.Approved {
-		if verdict.Final {
-			r.refusals.Delete(plan.UID)
-			return ctrl.Result{}, nil
+		res, err := r.reconcileFleet(ctx, plan)
+		if !apierrors.IsConflict(err) || attempt == maxFleetAttempts {
+			return res, err
 		}
-		return ctrl.Result{RequeueAfter: r.nextApproverCheck(plan.UID)}, nil
+		fleetConflicts.Inc()
 	}
-	r.refusals.Delete(plan.UID)
-	return r.applyApproved(ctx, plan) // apply.go: intent, guarded row writes, report
 }
+
+// maxFleetAttempts bounds the re-reads after conflicting writes of a fleet plan in one
+// reconcile; then the error is returned and the work queue backs off.
+const maxFleetAttempts = 5
 
 // plan computes the dry-run plan and writes it to status.
 func (r *Reconciler) plan(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
@@ -153,6 +160,9 @@ func (r *Reconciler) plan(ctx context.Context, plan *fleetv1alpha1.RetirementPla
 	}
 	setPlanStatus(plan, fresh.plan, r.Clock.Now())
 	plan.Status.Pages = pages
+	if plan.Spec.HostID != "" {
+		markHostPlan(plan)
+	}
 	plan.Status.Snapshot = r.snapshotOf(plan.Namespace, fresh.items)
 	if err := r.Status().Update(ctx, plan); err != nil { // guarded by the resourceVersion read above
 		return fmt.Errorf("writing plan status: %w", err)
@@ -191,11 +201,68 @@ func (r *Reconciler) checkApproval(ctx context.Context, plan *fleetv1alpha1.Reti
 	return verdict, nil
 }
 
-// SetupWithManager registers the reconciler. Only spec changes (generation) matter: the
-// plan is computed once and applied once.
+// SetupWithManager registers the reconciler as "retirementplan".
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).
-		For(&fleetv1alpha1.RetirementPlan{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Named("retirementplan").
-		Complete(r)
+	return r.SetupWithManagerNamed(mgr, "retirementplan")
+}
+
+// SetupWithManagerNamed registers the reconciler under name, for plans that pass preds.
+// A plan's own spec changes (generation) enqueue it; a host plan's change enqueues its
+// fleet plan, and a fleet plan's change its host plans; and when this manager's agent
+// gains or loses its host's Lease, the host plans of that host are looked at again.
+func (r *Reconciler) SetupWithManagerNamed(mgr ctrl.Manager, name string, preds ...predicate.Predicate) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&fleetv1alpha1.RetirementPlan{}, builder.WithPredicates(append([]predicate.Predicate{predicate.GenerationChangedPredicate{}}, preds...)...)).
+		Watches(&fleetv1alpha1.RetirementPlan{}, handler.EnqueueRequestsFromMapFunc(r.related), builder.WithPredicates(preds...)).
+		Named(name).
+		// Host-scoped: every manager runs it, and acts only for what its agent holds.
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)})
+	if ch, ok := r.Agent.(interface {
+		Changes() <-chan event.GenericEvent
+	}); ok {
+		b = b.WatchesRawSource(source.Channel(ch.Changes(), handler.EnqueueRequestsFromMapFunc(r.ownHostPlans)))
+	}
+	return b.Complete(r)
+}
+
+// related maps a host plan to its fleet plan, and a fleet plan to its host plans.
+func (r *Reconciler) related(ctx context.Context, o client.Object) []reconcile.Request {
+	plan, ok := o.(*fleetv1alpha1.RetirementPlan)
+	if !ok {
+		return nil
+	}
+	if plan.Spec.HostID != "" {
+		if ref := metav1.GetControllerOf(plan); ref != nil && ref.Kind == kindRetirementPlan {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: plan.Namespace, Name: ref.Name}}}
+		}
+		return nil
+	}
+	list := &fleetv1alpha1.RetirementPlanList{}
+	if err := r.List(ctx, list, client.InNamespace(plan.Namespace), client.MatchingLabels{LabelFleetPlan: fleetPlanLabelValue(plan.Name)}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// ownHostPlans lists the unfinished host plans of this manager's host.
+func (r *Reconciler) ownHostPlans(ctx context.Context, _ client.Object) []reconcile.Request {
+	if r.Agent == nil {
+		return nil
+	}
+	list := &fleetv1alpha1.RetirementPlanList{}
+	if err := r.List(ctx, list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Spec.HostID == r.Agent.ID() && (p.Status.Outcome == "" || p.Status.Outcome == retirement.OutcomePlanned) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		}
+	}
+	return out
 }

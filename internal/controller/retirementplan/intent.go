@@ -241,13 +241,13 @@ func (r *Reconciler) settleApply(ctx context.Context, plan *fleetv1alpha1.Retire
 		return ctrl.Result{}, fmt.Errorf("reading the intended rows of an interrupted apply: %w", err)
 	}
 	var requested []string
-	if plan.Spec.Approval != nil {
-		requested = plan.Spec.Approval.WorkerIdentities
+	if a := r.effectiveApproval(ctx, plan); a != nil {
+		requested = a.WorkerIdentities
 	}
 	rep := retirement.CompleteInterrupted(retirement.Interrupted{
 		Progress:  apiconv.Progress(plan.Status.ApplyProgress),
 		Requested: requested,
-		PlanRef:   plan.Namespace + "/" + plan.Name,
+		PlanRef:   r.retiredBy(plan), // what the rows carry in retiredBy
 		Rows:      apiconv.Rows(regs.Items),
 	})
 	log.FromContext(ctx).Info("Completed an interrupted apply", "outcome", rep.Outcome, "retired", rep.RetiredCount)

@@ -40,6 +40,24 @@ var (
 	}, []string{"stage", "reason"})
 )
 
+// Fleet plans across hosts.
+var (
+	fleetPlanHosts = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "fleet_retirement_plan_hosts",
+		Help: "Hosts with Active registrations in the namespace's last fleet plan fan-out, by whether an agent held them (with_agent, without_agent).",
+	}, []string{labelNamespace, "agent"})
+
+	fleetConflicts = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fleet_retirement_fleet_plan_conflicts_total",
+		Help: "Fleet plan writes that conflicted with another agent's, answered by re-reading the plan and deciding again.",
+	})
+
+	hostPlansCreated = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fleet_retirement_host_plans_created_total",
+		Help: "Host plans created by fleet plans (one per host with an agent and Active registrations).",
+	})
+)
+
 // labelNamespace is the namespace label of the fleet gauges.
 const labelNamespace = "namespace"
 
@@ -62,7 +80,8 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(plansTotal, approvalsTotal, retiredTotal, takeoversTotal, refusedAppliersTotal, preservedTotal, fleetWorkers, fleetSafe, fleetBlockers)
+	metrics.Registry.MustRegister(plansTotal, approvalsTotal, retiredTotal, takeoversTotal, refusedAppliersTotal, preservedTotal, fleetWorkers, fleetSafe, fleetBlockers,
+		fleetPlanHosts, hostPlansCreated, fleetConflicts)
 }
 
 // recordSnapshot publishes a namespace's fleet snapshot as gauges. Blocker codes that no

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,18 +24,55 @@ const pageWriters = 4
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplanpages,verbs=get;list;create;update;delete
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplans/finalizers,verbs=update
 
+// planLabelValue is the PlanLabel value of a plan's pages: its name, or, when longer than
+// a label value may be (a host plan's name is its fleet plan's and 10 more characters),
+// its first 54 characters and a hash of it. Two such names that share those 54
+// characters still differ in the hash; the pages also carry the plan's full name and UID.
+func planLabelValue(name string) string { return fleetPlanLabelValue(name) }
+
+// pageLabels are the labels of a plan's pages: PlanLabel with the plan's name and, for a
+// fleet plan and for a host plan of one, LabelFleetPlan with the fleet plan's label
+// value, so one selector lists every row of a fleet.
+func pageLabels(plan *fleetv1alpha1.RetirementPlan) map[string]string {
+	labels := map[string]string{fleetv1alpha1.PlanLabel: planLabelValue(plan.Name)}
+	if fleet := fleetLabelOf(plan); fleet != "" {
+		labels[LabelFleetPlan] = fleet
+	}
+	return labels
+}
+
+// fleetLabelOf is the LabelFleetPlan value that groups a plan's pages with its fleet's:
+// a fleet plan's own, or a host plan's fleet plan's (the label its fleet plan gave it);
+// "" for a host plan that belongs to no fleet plan.
+func fleetLabelOf(plan *fleetv1alpha1.RetirementPlan) string {
+	if plan.Spec.HostID == "" {
+		return fleetPlanLabelValue(plan.Name)
+	}
+	if ref := metav1.GetControllerOf(plan); ref != nil && ref.Kind == kindRetirementPlan {
+		return plan.Labels[LabelFleetPlan]
+	}
+	return ""
+}
+
+// fleetPagesSelector lists every page of a fleet plan: its host plans' and its own.
+func fleetPagesSelector(plan *fleetv1alpha1.RetirementPlan) string {
+	return LabelFleetPlan + "=" + fleetPlanLabelValue(plan.Name)
+}
+
 // writePages writes the plan's full candidates and preserved lists as RetirementPlanPages
 // owned by the plan, and removes pages of an earlier attempt that the lists no longer
 // fill. It runs before the plan's status is written, so a status that names its pages
 // finds them. Pages are read and written straight through the API server: the manager
-// never caches them, whatever the fleet's size.
+// never caches them, whatever the fleet's size. The counts returned are this plan's own
+// pages, listed by PlanLabel.
 func (r *Reconciler) writePages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, p retirement.Plan) (*fleetv1alpha1.RetirementPlanPages, error) {
 	want := map[string]bool{}
+	labels := pageLabels(plan)
 	// Pages are independent objects: they are written concurrently, a few at a time, so
 	// the API server's decoding and storage of one overlaps with the next.
 	writes, wctx := errgroup.WithContext(ctx)
 	writes.SetLimit(pageWriters)
-	out := &fleetv1alpha1.RetirementPlanPages{Selector: fleetv1alpha1.PlanLabel + "=" + plan.Name}
+	out := &fleetv1alpha1.RetirementPlanPages{Selector: fleetv1alpha1.PlanLabel + "=" + planLabelValue(plan.Name)}
 	for _, list := range []struct {
 		name  string
 		short string
@@ -53,7 +91,7 @@ func (r *Reconciler) writePages(ctx context.Context, plan *fleetv1alpha1.Retirem
 			}
 			want[page.Name] = true
 			fill := func() error {
-				page.Labels = map[string]string{fleetv1alpha1.PlanLabel: plan.Name}
+				page.Labels = maps.Clone(labels)
 				page.OwnerReferences = nil
 				page.Plan, page.PlanUID, page.List = plan.Name, string(plan.UID), list.name
 				page.Page, page.PageCount, page.RowCount = int32(i+1), int32(len(pages)), int32(len(rows))
@@ -67,11 +105,11 @@ func (r *Reconciler) writePages(ctx context.Context, plan *fleetv1alpha1.Retirem
 		return nil, err
 	}
 	var existing fleetv1alpha1.RetirementPlanPageList
-	if err := r.APIReader.List(ctx, &existing, client.InNamespace(plan.Namespace), client.MatchingLabels{fleetv1alpha1.PlanLabel: plan.Name}); err != nil {
+	if err := r.APIReader.List(ctx, &existing, client.InNamespace(plan.Namespace), client.MatchingLabels{fleetv1alpha1.PlanLabel: planLabelValue(plan.Name)}); err != nil {
 		return nil, fmt.Errorf("listing the plan's pages: %w", err)
 	}
 	for i := range existing.Items {
-		if old := &existing.Items[i]; !want[old.Name] {
+		if old := &existing.Items[i]; !want[old.Name] && metav1.IsControlledBy(old, plan) {
 			if err := r.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
 				return nil, fmt.Errorf("deleting stale page %s: %w", old.Name, err)
 			}

@@ -3,16 +3,19 @@ package retirementplan_test
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
 )
 
 // foreignRows creates n registrations of a host this controller is not on, as fast as
@@ -64,8 +67,43 @@ func foreignRows(ns string, n int) {
 	}
 }
 
+// hostPlanOf is the one host plan of fleet plan p, as its status.hosts names it; it
+// carries the fleet-plan label its pages carry too.
+func hostPlanOf(p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementPlan {
+	GinkgoHelper()
+	Expect(p.Status.Hosts).To(HaveLen(1), "fleet plan %s has one host plan", p.Name)
+	hp := &fleetv1alpha1.RetirementPlan{}
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: p.Status.Hosts[0].Plan}, hp)).To(Succeed())
+	Expect(metav1.IsControlledBy(hp, p)).To(BeTrue())
+	Expect(hp.Spec.HostID).To(Equal(host.HostID))
+	Expect(hp.Labels).To(HaveKey(retirementplan.LabelFleetPlan))
+	return hp
+}
+
+// fleetPages lists every page reachable through fleet plan p's status.pages selector,
+// sorted by list, then plan, then page.
+func fleetPages(p *fleetv1alpha1.RetirementPlan) []fleetv1alpha1.RetirementPlanPage {
+	GinkgoHelper()
+	Expect(p.Status.Pages).NotTo(BeNil())
+	sel, err := labels.Parse(p.Status.Pages.Selector)
+	Expect(err).NotTo(HaveOccurred())
+	var pages fleetv1alpha1.RetirementPlanPageList
+	Expect(k8sClient.List(ctx, &pages, client.InNamespace(p.Namespace), client.MatchingLabelsSelector{Selector: sel})).To(Succeed())
+	sort.Slice(pages.Items, func(i, j int) bool {
+		a, b := pages.Items[i], pages.Items[j]
+		if a.List != b.List {
+			return a.List < b.List
+		}
+		if a.Plan != b.Plan {
+			return a.Plan < b.Plan
+		}
+		return a.Page < b.Page
+	})
+	return pages.Items
+}
+
 var _ = Describe("RetirementPlan pages", func() {
-	It("keeps status bounded and every row's verdict in pages owned by the plan", func() {
+	It("keeps status bounded and every row's verdict in pages that one selector of the fleet plan lists", func() {
 		ns := newNamespace()
 		dead := eligible(ns, "dead")
 		const far = 45
@@ -73,37 +111,43 @@ var _ = Describe("RetirementPlan pages", func() {
 		p := newPlanObj(ns, "direct-pages")
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		r := newPlanReconciler(k8sClient, k8sClient, prober)
-		r.PageRows = 20 // pages of 20 rows: 45 preserved rows fill three
+		r.PageRows = 20 // pages of 20 rows: the 45 rows of the host without an agent fill three
 		p = reconcilePlan(r, p)
+		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
+		hp := hostPlanOf(p)
+		Expect(hp.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
 
 		By("keeping the counts in status complete")
 		Expect(p.Status.CandidateCount).To(Equal(int32(1)))
 		Expect(p.Status.PreservedCount).To(Equal(int32(far)))
 		Expect(p.Status.PreservedReasonCounts).To(HaveKeyWithValue("host_binding_unproven", int32(far)))
-		Expect(p.Status.Pages).NotTo(BeNil())
-		Expect(*p.Status.Pages).To(Equal(fleetv1alpha1.RetirementPlanPages{Candidates: 1, Preserved: 3, Selector: fleetv1alpha1.PlanLabel + "=" + p.Name}))
+		Expect(p.Status.HostsWithoutAgentCount).To(Equal(int32(1)))
+		Expect(*p.Status.Pages).To(Equal(fleetv1alpha1.RetirementPlanPages{Candidates: 1, Preserved: 3,
+			Selector: retirementplan.LabelFleetPlan + "=" + p.Name}), "the host plan's pages and the fleet plan's own, summed")
+		Expect(*hp.Status.Pages).To(Equal(fleetv1alpha1.RetirementPlanPages{Candidates: 1, Preserved: 0,
+			Selector: fleetv1alpha1.PlanLabel + "=" + hp.Name}), "a host plan's own pages")
 
-		By("holding every row, in order, in the pages")
-		var pages fleetv1alpha1.RetirementPlanPageList
-		Expect(k8sClient.List(ctx, &pages, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.PlanLabel: p.Name})).To(Succeed())
-		Expect(pages.Items).To(HaveLen(4))
-		sort.Slice(pages.Items, func(i, j int) bool {
-			a, b := pages.Items[i], pages.Items[j]
-			return a.List < b.List || a.List == b.List && a.Page < b.Page
-		})
+		By("holding every row of the fleet, in order, in the pages the fleet plan's selector lists")
+		pages := fleetPages(p)
+		Expect(pages).To(HaveLen(4))
+		owners := map[string]*fleetv1alpha1.RetirementPlan{p.Name: p, hp.Name: hp}
 		var candidates, preserved []string
-		for _, pg := range pages.Items {
-			Expect(pg.Plan).To(Equal(p.Name))
-			Expect(pg.PlanUID).To(Equal(string(p.UID)))
-			Expect(metav1.IsControlledBy(&pg, p)).To(BeTrue(), "a page is deleted with its plan")
+		for _, pg := range pages {
+			owner := owners[pg.Plan]
+			Expect(owner).NotTo(BeNil(), "page %s belongs to the fleet plan or its host plan", pg.Name)
+			Expect(pg.PlanUID).To(Equal(string(owner.UID)))
+			Expect(pg.Labels).To(HaveKeyWithValue(fleetv1alpha1.PlanLabel, owner.Name))
+			Expect(metav1.IsControlledBy(&pg, owner)).To(BeTrue(), "a page is deleted with its plan (a host plan with its fleet plan)")
 			Expect(pg.RowCount).To(Equal(int32(len(pg.Rows))))
 			for _, row := range pg.Rows {
 				switch pg.List {
 				case fleetv1alpha1.PageListCandidates:
+					Expect(pg.Plan).To(Equal(hp.Name), "candidates are planned by the host's agent")
 					Expect(row.ReasonCode).To(Equal("eligible_stale_orphan"))
 					Expect(row.Evidence).NotTo(BeEmpty())
 					candidates = append(candidates, row.WorkerIdentity)
 				case fleetv1alpha1.PageListPreserved:
+					Expect(pg.Plan).To(Equal(p.Name), "rows of a host without an agent are the fleet plan's own")
 					Expect(row.ReasonCode).To(Equal("host_binding_unproven"))
 					preserved = append(preserved, row.WorkerIdentity)
 				}
@@ -118,14 +162,37 @@ var _ = Describe("RetirementPlan pages", func() {
 			}
 			return out
 		}()), "status lists the same rows (up to its 500)")
+		Expect(int32(len(candidates)+len(preserved))).To(Equal(p.Status.AssessedCount), "every assessed row is on a page")
 
 		By("removing the pages a later attempt no longer fills")
-		r.PageRows = 100 // the same rows now fit one page
-		p.Status.Outcome = ""
+		r.PageRows = 100                                        // the same rows now fit one page
+		p.Status.Outcome, p.Status.RegistryFingerprint = "", "" // plan the fleet plan afresh, fan-out included
 		Expect(k8sClient.Status().Update(ctx, p)).To(Succeed())
 		p = reconcilePlan(r, p)
-		Expect(p.Status.Pages.Preserved).To(Equal(int32(1)))
-		Expect(k8sClient.List(ctx, &pages, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.PlanLabel: p.Name})).To(Succeed())
-		Expect(pages.Items).To(HaveLen(2))
+		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
+		Expect(*p.Status.Pages).To(Equal(fleetv1alpha1.RetirementPlanPages{Candidates: 1, Preserved: 1,
+			Selector: retirementplan.LabelFleetPlan + "=" + p.Name}))
+		Expect(fleetPages(p)).To(HaveLen(2))
+	})
+
+	It("writes the pages of plans whose names are longer than a label value", func() {
+		ns := newNamespace()
+		dead := eligible(ns, "dead")
+		p := newPlanObj(ns, "direct-pages-"+strings.Repeat("long", 13)) // 65 characters; its host plan's 75
+		Expect(len(p.Name)).To(BeNumerically(">", 63))
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		p = reconcilePlan(newPlanReconciler(k8sClient, k8sClient, prober), p)
+		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
+		hp := hostPlanOf(p)
+		Expect(hp.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
+		Expect(p.Status.Pages.Candidates).To(Equal(int32(1)))
+		pages := fleetPages(p)
+		Expect(pages).To(HaveLen(1))
+		Expect(pages[0].Plan).To(Equal(hp.Name), "the page names its plan in full")
+		Expect(pages[0].Rows).To(HaveLen(1))
+		Expect(pages[0].Rows[0].WorkerIdentity).To(Equal(dead.Name))
+		sel, err := labels.Parse(hp.Status.Pages.Selector)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(sel.Matches(labels.Set(pages[0].Labels))).To(BeTrue(), "the host plan's own selector lists its page")
 	})
 })

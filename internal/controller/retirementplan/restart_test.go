@@ -171,11 +171,13 @@ func reconcileUntilSettled(r *retirementplan.Reconciler, p *fleetv1alpha1.Retire
 	return ctrl.Result{}
 }
 
-// expectInterruptedReport checks the report a takeover completed: exactly retired were
-// retired, every other intended row is preserved as apply_interrupted and still Active,
-// and nothing reads as a success.
-func expectInterruptedReport(p *fleetv1alpha1.RetirementPlan, rows []*fleetv1alpha1.WorkerRegistration, retired []string, taker, from string) {
+// expectInterruptedReport checks the report a takeover completed on host plan p:
+// exactly retired were retired, every other intended row is preserved as
+// apply_interrupted and still Active, and nothing reads as a success. It then checks that
+// fleet, p's fleet plan, aggregates the same truth.
+func expectInterruptedReport(p, fleet *fleetv1alpha1.RetirementPlan, rows []*fleetv1alpha1.WorkerRegistration, retired []string, taker, from string) {
 	GinkgoHelper()
+	Expect(metav1.IsControlledBy(p, fleet)).To(BeTrue(), "%s is a host plan of %s", p.Name, fleet.Name)
 	s := p.Status
 	wantOutcome := fleetv1alpha1.OutcomeApplied
 	if len(retired) == 0 {
@@ -205,7 +207,7 @@ func expectInterruptedReport(p *fleetv1alpha1.RetirementPlan, rows []*fleetv1alp
 		cur := get(wr)
 		if isRetired[wr.Name] {
 			Expect(cur.Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired), wr.Name)
-			Expect(cur.Status.RetiredBy).To(Equal(p.Namespace+"/"+p.Name), wr.Name)
+			Expect(cur.Status.RetiredBy).To(Equal(fleet.Namespace+"/"+fleet.Name), "%s names the fleet plan the user approved", wr.Name)
 			continue
 		}
 		untouched = append(untouched, wr.Name)
@@ -213,8 +215,42 @@ func expectInterruptedReport(p *fleetv1alpha1.RetirementPlan, rows []*fleetv1alp
 		Expect(reasonOf(s.ApplyPreserved, wr.Name)).To(Equal(retirement.ReasonApplyInterrupted), wr.Name)
 	}
 	Expect(s.ApplyPreserved).To(HaveLen(len(untouched)), "applyPreserved names exactly the intended rows not retired")
+
+	By("the fleet plan's aggregate reads as the interrupted apply it is")
+	f := fleet.Status
+	Expect(f.Outcome).To(Equal(wantOutcome))
+	Expect(f.Retired).To(Equal(retired), "the fleet report's retired rows are the union of its host plans'")
+	Expect(f.RetiredCount).To(BeEquivalentTo(len(retired)))
+	Expect(f.MutationPerformed).To(Equal(len(retired) > 0))
+	Expect(f.Success).To(HaveValue(BeFalse()), "a fleet apply with an interrupted host plan is no success")
+	Expect(f.ApplyComplete).To(HaveValue(BeFalse()), "nor complete")
+	expectReadiness(fleet, "False", "True", fleetv1alpha1.ReasonApplyInterrupted)
+	expectApplied(fleet, metav1.ConditionFalse, fleetv1alpha1.ReasonApplyInterrupted)
+	Expect(f.ApplyProgress).To(BeNil(), "a fleet plan writes no row: its host plans record their applies")
+	Expect(f.ApplyPreserved).To(HaveLen(len(untouched)))
+	for _, n := range untouched {
+		Expect(reasonOf(f.ApplyPreserved, n)).To(Equal(retirement.ReasonApplyInterrupted), n)
+	}
+	Expect(f.Hosts).To(HaveLen(1))
+	Expect(f.Hosts[0].Plan).To(Equal(p.Name))
+	Expect(f.Hosts[0].Outcome).To(Equal(wantOutcome))
+	Expect(f.Hosts[0].RetiredCount).To(BeEquivalentTo(len(retired)))
 }
 
+// waitFleetApplied waits until fleet plan p has aggregated its host plans' applies.
+func waitFleetApplied(p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementPlan {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		g.Expect(p.Status.Outcome).NotTo(BeElementOf("", fleetv1alpha1.OutcomePlanned))
+	}).Should(Succeed())
+	return p
+}
+
+// Each plan here is a fleet plan, as a user creates it; its one host plan (host A, whose
+// agent every reconciler here is) is planned and applied by the same reconcile, so the
+// apply's single-applier protocol is checked on the host plan, and its aggregate on the
+// fleet plan.
 var _ = Describe("RetirementPlan apply across restarts: one applier, a report that survives", func() {
 	It("completes the report after the manager crashes between two row writes: "+
 		"a new manager takes over once the hold lapses, names exactly the retired rows, and writes no row", func() {
@@ -238,41 +274,49 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		})
 		p = waitOutcome(p, fleetv1alpha1.OutcomePlanned)
 		Expect(p.Status.CandidateWorkerIdentities).To(Equal(names(rows)))
+		hp := hostPlanOf(p)
 		Expect(approve(gitops(), p)).To(Succeed())
 		Eventually(crashed).Should(BeClosed())
 		a.Stop()
 		Expect(a.log.Written()).To(Equal([]string{"dead-1", "dead-2"}), "A wrote two rows and nothing after its crash")
 
-		p = getPlan(p)
-		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned), "A wrote no report")
-		Expect(p.Status.ApplyProgress).NotTo(BeNil(), "the intent was recorded before the first row write")
-		Expect(p.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateInProgress))
-		Expect(p.Status.ApplyProgress.Applier).To(Equal("agent-a"))
-		Expect(p.Status.ApplyProgress.Intended).To(Equal(names(rows)))
-		Expect(p.Status.ApplyProgress.IntendedCount).To(BeEquivalentTo(5))
+		p, hp = getPlan(p), getPlan(hp)
+		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned), "the fleet plan has no report to aggregate")
+		Expect(p.Status.ApplyProgress).To(BeNil(), "the apply is recorded on the host plan")
+		Expect(hp.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned), "A wrote no report")
+		Expect(hp.Status.ApplyProgress).NotTo(BeNil(), "the intent was recorded before the first row write")
+		Expect(hp.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateInProgress))
+		Expect(hp.Status.ApplyProgress.Applier).To(Equal("agent-a"))
+		Expect(hp.Status.ApplyProgress.Intended).To(Equal(names(rows)))
+		Expect(hp.Status.ApplyProgress.IntendedCount).To(BeEquivalentTo(5))
 		expectActive(rows[2:]...)
 
 		By("manager B, a new applier with a short takeover timeout, takes over and completes the report")
 		takeovers := counterValue("fleet_retirement_apply_takeovers_total", nil)
-		b := startPlanManager(p, "agent-b", 2*time.Second, nil)
+		b := startPlanManager(p, "agent-b", 2*time.Second, nil) // it sees only the fleet plan
 		Eventually(func(g Gomega) {
-			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-			g.Expect(p.Status.ApplyProgress).NotTo(BeNil())
-			g.Expect(p.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateFinished))
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(hp), hp)).To(Succeed())
+			g.Expect(hp.Status.ApplyProgress).NotTo(BeNil())
+			g.Expect(hp.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateFinished))
 		}).Should(Succeed())
-		expectInterruptedReport(p, rows, []string{"dead-1", "dead-2"}, "agent-b", "agent-a")
+		p = waitFleetApplied(p)
+		expectInterruptedReport(hp, p, rows, []string{"dead-1", "dead-2"}, "agent-b", "agent-a")
 		Expect(b.log.Reached()).To(BeEmpty(), "the takeover writes no row")
 		Expect(b.log.Written()).To(BeEmpty(), "the takeover writes no row")
 		Expect(b.recorder.count("Warning", "ApplyTakenOver")).To(Equal(1))
-		Expect(b.recorder.count("Warning", fleetv1alpha1.ReasonApplyInterrupted)).To(Equal(1))
+		Expect(b.recorder.countAbout(hp.Name, "Warning", "ApplyTakenOver")).To(Equal(1))
+		Expect(b.recorder.countAbout(hp.Name, "Warning", fleetv1alpha1.ReasonApplyInterrupted)).To(Equal(1))
+		Expect(b.recorder.countAbout(p.Name, "Warning", fleetv1alpha1.ReasonApplyInterrupted)).To(Equal(1))
 		Expect(counterValue("fleet_retirement_apply_takeovers_total", nil)).To(Equal(takeovers + 1))
 
-		By("the finished plan stays as reported")
+		By("the finished plans stay as reported")
 		b.Stop()
 		Consistently(func(g Gomega) {
-			cur := getPlan(p)
+			cur, curHost := getPlan(p), getPlan(hp)
 			g.Expect(cur.Status.Retired).To(Equal([]string{"dead-1", "dead-2"}))
 			g.Expect(cur.ResourceVersion).To(Equal(p.ResourceVersion))
+			g.Expect(curHost.Status.Retired).To(Equal([]string{"dead-1", "dead-2"}))
+			g.Expect(curHost.ResourceVersion).To(Equal(hp.ResourceVersion))
 		}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
 		expectActive(rows[2:]...)
 	})
@@ -296,13 +340,16 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		a := newPlanReconciler(losing, k8sClient, prober)
 		a.ApplierID = "agent-a"
 		p = reconcilePlan(a, p)
+		hp := hostPlanOf(p)
 		Expect(approve(gitops(), p)).To(Succeed())
 		_, err := a.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		Expect(err).To(MatchError(ContainSubstring("writing apply result")))
 		Expect(lost.Load()).To(BeEquivalentTo(1))
-		p = getPlan(p)
-		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned), "the report was lost")
-		Expect(p.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateInProgress))
+		p, hp = getPlan(p), getPlan(hp)
+		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned), "no host report, so no aggregate")
+		Expect(hp.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned), "the report was lost")
+		Expect(hp.Status.ApplyProgress).NotTo(BeNil())
+		Expect(hp.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateInProgress))
 		for _, wr := range rows {
 			Expect(get(wr).Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired), wr.Name)
 		}
@@ -314,17 +361,19 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		b.Recorder = rec
 		var bWrites writeLog
 		b.BeforeWrite = func(_ context.Context, w string) { bWrites.reach(w) }
-		before := p.ResourceVersion
+		before, beforeHost := p.ResourceVersion, hp.ResourceVersion
 		first, err := b.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(first.RequeueAfter).To(BeNumerically(">", 0), "the hold was fresh when b first looked")
+		Expect(first.RequeueAfter).To(BeNumerically(">", 0), "the hold was fresh when b first looked, and the fleet plan carries the host plan's wait")
 		Expect(first.RequeueAfter).To(BeNumerically("<=", b.TakeoverTimeout))
 		Expect(getPlan(p).ResourceVersion).To(Equal(before), "a reconcile that waits changes nothing")
+		Expect(getPlan(hp).ResourceVersion).To(Equal(beforeHost), "a reconcile that waits changes nothing")
 		Expect(rec.count("Normal", "ApplyInProgress")).To(Equal(1))
 		time.Sleep(first.RequeueAfter)
 		reconcileUntilSettled(b, p)
-		p = getPlan(p)
-		expectInterruptedReport(p, rows, names(rows), "agent-b", "agent-a")
+		p, hp = getPlan(p), getPlan(hp)
+		expectInterruptedReport(hp, p, rows, names(rows), "agent-b", "agent-a")
+		Expect(hp.Status.ApplyPreserved).To(BeEmpty())
 		Expect(p.Status.ApplyPreserved).To(BeEmpty())
 		Expect(bWrites.Reached()).To(BeEmpty(), "the takeover writes no row")
 		Expect(rec.count("Warning", "ApplyTakenOver")).To(Equal(1))
@@ -337,10 +386,13 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		p := newPlanObj(ns, "direct-race")
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		p = reconcilePlan(newPlanReconciler(k8sClient, k8sClient, prober), p)
+		hp := hostPlanOf(p)
 		Expect(approve(gitops(), p)).To(Succeed())
 
-		// Both appliers stop right before recording the intent (their second approver
-		// check) until both are there, so both decided to apply from the same plan.
+		// Both appliers stop right before recording the intent (their approver re-check
+		// before it) until both are there, so both decided to apply from the same plan.
+		// The first also judges the fleet plan's approval before (its first check); the
+		// second, started once that is recorded, does not (its first check is the one).
 		release := make(chan struct{})
 		type applier struct {
 			r        *retirementplan.Reconciler
@@ -352,19 +404,23 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 			err      error
 			finished chan struct{}
 		}
-		newApplier := func(id string) *applier {
+		newApplier := func(id string, at int32) *applier {
 			ap := &applier{rec: &countingRecorder{}, log: &writeLog{}, arrived: make(chan struct{}), finished: make(chan struct{})}
 			ap.r = newPlanReconciler(k8sClient, k8sClient, prober)
 			ap.r.ApplierID, ap.r.Recorder = id, ap.rec
-			ap.r.Approvers = &meetBeforeIntent{ApproverChecker: ap.r.Approvers, arrived: ap.arrived, release: release}
+			ap.r.Approvers = &meetBeforeIntent{ApproverChecker: ap.r.Approvers, at: at, arrived: ap.arrived, release: release}
 			ap.r.BeforeWrite = func(ctx context.Context, worker string) {
 				ap.log.reach(worker)
-				ap.holders = append(ap.holders, getPlan(p).Status.ApplyProgress.Applier)
+				holder := ""
+				if pr := getPlan(hp).Status.ApplyProgress; pr != nil {
+					holder = pr.Applier
+				}
+				ap.holders = append(ap.holders, holder)
 			}
 			ap.r.AfterWrite = func(_ context.Context, worker string) error { ap.log.write(worker); return nil }
 			return ap
 		}
-		one, two := newApplier("agent-one"), newApplier("agent-two")
+		one, two := newApplier("agent-one", 2), newApplier("agent-two", 1)
 		run := func(ap *applier) {
 			go func() {
 				defer GinkgoRecover()
@@ -399,6 +455,18 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		Expect(loser.rec.count("Normal", fleetv1alpha1.ReasonApplySucceeded)).To(BeZero(), "the loser wrote no report")
 		Expect(counterValue("fleet_retirement_apply_refused_appliers_total", map[string]string{"stage": "intent"})).To(Equal(refusedBefore + 1))
 
+		hp = getPlan(hp)
+		Expect(hp.Status.Outcome).To(Equal(fleetv1alpha1.OutcomeApplied))
+		Expect(hp.Status.Retired).To(Equal(names(rows)))
+		Expect(hp.Status.RetiredCount).To(BeEquivalentTo(len(rows)))
+		Expect(hp.Status.ApplyPreserved).To(BeEmpty())
+		Expect(hp.Status.Success).To(HaveValue(BeTrue()))
+		Expect(hp.Status.ApplyComplete).To(HaveValue(BeTrue()))
+		Expect(hp.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateFinished))
+		Expect(hp.Status.ApplyProgress.Applier).To(Equal(winner.r.ApplierID))
+		expectReadiness(hp, "True", "", fleetv1alpha1.ReasonApplySucceeded)
+
+		By("the fleet plan aggregates the one report")
 		p = getPlan(p)
 		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomeApplied))
 		Expect(p.Status.Retired).To(Equal(names(rows)))
@@ -406,16 +474,18 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		Expect(p.Status.ApplyPreserved).To(BeEmpty())
 		Expect(p.Status.Success).To(HaveValue(BeTrue()))
 		Expect(p.Status.ApplyComplete).To(HaveValue(BeTrue()))
-		Expect(p.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateFinished))
-		Expect(p.Status.ApplyProgress.Applier).To(Equal(winner.r.ApplierID))
 		expectReadiness(p, "True", "", fleetv1alpha1.ReasonApplySucceeded)
+		Expect(loser.rec.countAbout(p.Name, "Normal", fleetv1alpha1.ReasonApplySucceeded)).To(BeZero(), "the loser aggregated nothing")
 
-		By("the loser, reconciling again, finds the report written and changes nothing")
-		rv := p.ResourceVersion
-		res, err := loser.r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(res.RequeueAfter).To(BeZero())
+		By("the loser, reconciling again, finds the reports written and changes nothing")
+		rv, rvHost := p.ResourceVersion, hp.ResourceVersion
+		for _, key := range []client.ObjectKey{client.ObjectKeyFromObject(p), client.ObjectKeyFromObject(hp)} {
+			res, err := loser.r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(res.RequeueAfter).To(BeZero())
+		}
 		Expect(getPlan(p).ResourceVersion).To(Equal(rv))
+		Expect(getPlan(hp).ResourceVersion).To(Equal(rvHost))
 	})
 
 	It("lets a second applier that finds the apply held change nothing, and the holder's report stands", func() {
@@ -426,6 +496,7 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		holder := newPlanReconciler(k8sClient, k8sClient, prober)
 		holder.ApplierID = "agent-holder"
 		p = reconcilePlan(holder, p)
+		hp := hostPlanOf(p)
 		Expect(approve(gitops(), p)).To(Succeed())
 
 		second := newPlanReconciler(k8sClient, k8sClient, prober)
@@ -441,27 +512,36 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 			if worker != rows[2].Name {
 				return
 			}
-			// Mid-apply, the second applier reconciles the same plan.
-			before := getPlan(p)
-			res, err := second.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
-			Expect(err).NotTo(HaveOccurred())
-			Expect(res.RequeueAfter).To(BeNumerically(">", 0))
-			Expect(res.RequeueAfter).To(BeNumerically("<=", retirement.DefaultTakeoverTimeout))
-			after := getPlan(p)
+			// Mid-apply, the second applier reconciles the same fleet plan (and, through
+			// it, the host plan the holder is applying), and then the host plan itself.
+			before, beforeHost := getPlan(p), getPlan(hp)
+			for _, key := range []client.ObjectKey{client.ObjectKeyFromObject(p), client.ObjectKeyFromObject(hp)} {
+				res, err := second.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+				Expect(err).NotTo(HaveOccurred())
+				Expect(res.RequeueAfter).To(BeNumerically(">", 0), "%s: the second applier looks again later", key.Name)
+				Expect(res.RequeueAfter).To(BeNumerically("<=", retirement.DefaultTakeoverTimeout))
+			}
+			after, afterHost := getPlan(p), getPlan(hp)
 			Expect(after.ResourceVersion).To(Equal(before.ResourceVersion), "the second applier changed nothing")
-			Expect(after.Status.ApplyProgress.Applier).To(Equal("agent-holder"))
+			Expect(afterHost.ResourceVersion).To(Equal(beforeHost.ResourceVersion), "the second applier changed nothing")
+			Expect(afterHost.Status.ApplyProgress.Applier).To(Equal("agent-holder"))
 		}
 		p = reconcilePlan(holder, p)
+		hp = getPlan(hp)
 		Expect(secondWrites.Reached()).To(BeEmpty())
 		Expect(holderWrites.Written()).To(Equal(names(rows)))
-		Expect(rec.count("Normal", "ApplyInProgress")).To(Equal(1))
-		Expect(counterValue("fleet_retirement_apply_refused_appliers_total", map[string]string{"stage": "wait"})).To(Equal(waited + 1))
-		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomeApplied))
+		Expect(rec.count("Normal", "ApplyInProgress")).To(Equal(2), "one for each look")
+		Expect(rec.countAbout(hp.Name, "Normal", "ApplyInProgress")).To(Equal(2))
+		Expect(counterValue("fleet_retirement_apply_refused_appliers_total", map[string]string{"stage": "wait"})).To(Equal(waited + 2))
+		Expect(hp.Status.Outcome).To(Equal(fleetv1alpha1.OutcomeApplied))
+		Expect(hp.Status.Retired).To(Equal(names(rows)))
+		Expect(hp.Status.Success).To(HaveValue(BeTrue()))
+		Expect(hp.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateFinished))
+		Expect(hp.Status.ApplyProgress.Applier).To(Equal("agent-holder"))
+		Expect(hp.Status.ApplyProgress.RetiredSoFar).To(BeEquivalentTo(len(rows)))
+		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomeApplied), "the holder's report stands, aggregated")
 		Expect(p.Status.Retired).To(Equal(names(rows)))
 		Expect(p.Status.Success).To(HaveValue(BeTrue()))
-		Expect(p.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateFinished))
-		Expect(p.Status.ApplyProgress.Applier).To(Equal("agent-holder"))
-		Expect(p.Status.ApplyProgress.RetiredSoFar).To(BeEquivalentTo(len(rows)))
 	})
 
 	It("stops writing at once when its hold was taken over mid-apply, and writes no report", func() {
@@ -475,6 +555,7 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		rec := &countingRecorder{}
 		r.Recorder = rec
 		p = reconcilePlan(r, p)
+		hp := hostPlanOf(p)
 		Expect(approve(gitops(), p)).To(Succeed())
 		var writes writeLog
 		r.AfterWrite = func(_ context.Context, w string) error { writes.write(w); return nil }
@@ -484,7 +565,7 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 			}
 			// Another applier takes the apply over (as after a lapsed hold).
 			Eventually(func() error {
-				cur := getPlan(p)
+				cur := getPlan(hp)
 				cur.Status.ApplyProgress.Applier, cur.Status.ApplyProgress.TakenOverFrom = "agent-taker", cur.Status.ApplyProgress.Applier
 				cur.Status.ApplyProgress.RenewedAt = metav1.NowMicro()
 				return k8sClient.Status().Update(ctx, cur)
@@ -494,25 +575,28 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		Expect(err).To(MatchError(ContainSubstring("another applier holds the apply")))
 		Expect(writes.Written()).To(Equal(names(rows[:2])), "no row written after the hold was lost")
 		expectActive(rows[2:]...)
-		p = getPlan(p)
-		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned), "no report from an applier that lost its hold")
-		Expect(p.Status.ApplyProgress.Applier).To(Equal("agent-taker"))
-		Expect(p.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateInProgress))
+		p, hp = getPlan(p), getPlan(hp)
+		Expect(hp.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned), "no report from an applier that lost its hold")
+		Expect(hp.Status.ApplyProgress.Applier).To(Equal("agent-taker"))
+		Expect(hp.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateInProgress))
+		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned), "nor an aggregate")
 		Expect(rec.count("Warning", "ApplyHoldLost")).To(Equal(1))
 	})
 })
 
-// meetBeforeIntent holds an applier at its second approver check (the one right before
-// the intent is recorded) until release is closed, and closes arrived when it gets there.
+// meetBeforeIntent holds an applier at its approver check number at (the one right
+// before the intent is recorded) until release is closed, and closes arrived when it gets
+// there.
 type meetBeforeIntent struct {
 	retirementplan.ApproverChecker
+	at      int32
 	arrived chan struct{}
 	release <-chan struct{}
 	calls   atomic.Int32
 }
 
 func (m *meetBeforeIntent) CanApprove(ctx context.Context, s authz.Subject, ns string) (bool, string, error) {
-	if m.calls.Add(1) == 2 {
+	if m.calls.Add(1) == m.at {
 		close(m.arrived)
 		select {
 		case <-m.release:

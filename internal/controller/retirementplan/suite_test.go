@@ -2,6 +2,7 @@ package retirementplan_test
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -10,17 +11,17 @@ import (
 	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
-	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/authz"
 	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
 	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
+	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
@@ -28,9 +29,25 @@ import (
 	"github.com/giteatools/fleet-controller/test/support/testworker"
 )
 
-// testHostID stands in for /etc/machine-id so the suite does not depend on the machine
-// having one; the boot id and /proc are the machine's real ones.
-const testHostID = "fleet-test-host"
+// testHostID is this machine's /etc/machine-id (or, on a machine without one, a stand-in
+// for it); the boot id and /proc are the machine's real ones. Host A's agent is the
+// suite's manager.
+var testHostID = machineID()
+
+// hostB is a second host, whose agent is the suite's second manager: its prober sees this
+// machine's /proc but reports host id hostB, so the children of this test registered
+// under hostB are "its" processes.
+const hostB = "fleet-test-host-b"
+
+// hostC is a host with no agent at all.
+const hostC = "fleet-test-host-c"
+
+// agentNamespace holds the hosts' coordination Leases.
+const agentNamespace = "fleet-agents"
+
+// agentTimings renew often; a stopped agent releases its Lease, so a standby takes over
+// within a retry period.
+var agentTimings = hostagent.Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second}
 
 const canonicalRepo = "acme/widgets"
 
@@ -50,7 +67,20 @@ var (
 	host      retirement.Host
 	fleet     testworker.Fleet
 	mgrPlans  *retirementplan.Reconciler
+	// agentA and agentB are the host agents of the two managers.
+	agentA, agentB *hostagent.Agent
+	// plansB is the second manager's RetirementPlan reconciler (host B).
+	plansB     *retirementplan.Reconciler
+	hostBFacts liveness.HostFacts
 )
+
+func machineID() string {
+	b, err := os.ReadFile("/etc/machine-id")
+	if id := strings.TrimSpace(string(b)); err == nil && id != "" {
+		return id
+	}
+	return "fleet-test-host"
+}
 
 func TestRetirementPlan(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -84,34 +114,58 @@ var _ = BeforeSuite(func() {
 	host = retirement.Host{HostID: facts.HostID, BootID: facts.BootID, BootTime: facts.BootTime}
 	fleet = testworker.Fleet{Client: k8sClient, Host: host, Repository: canonicalRepo}
 
+	agentA = startManager(ctx, facts, "")
+	hostBFacts = facts
+	hostBFacts.HostID = hostB
+	agentB = startManager(ctx, hostBFacts, "-b")
+	Eventually(agentA.Held).Should(BeTrue(), "host A's agent holds its Lease")
+	Eventually(agentB.Held).Should(BeTrue(), "host B's agent holds its Lease")
+})
+
+// startManager starts a manager that is the agent of the host facts names: its
+// WorkerRegistration reconciler (wired to skip unclassifiedLabel rows) and its
+// RetirementPlan reconciler (for every plan except those named "direct-*", which tests
+// reconcile by hand with specially wired reconcilers), and its host and coordinator
+// elections. suffix keeps the controller names apart.
+func startManager(ctx context.Context, facts liveness.HostFacts, suffix string) *hostagent.Agent {
+	GinkgoHelper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	Expect(err).NotTo(HaveOccurred())
+	cs, err := kubernetes.NewForConfig(env.Config)
+	Expect(err).NotTo(HaveOccurred())
+	instance := hostagent.NewInstanceID()
+	agent := hostagent.NewHost(cs, agentNamespace, facts.HostID, instance, agentTimings)
+	coordinator := hostagent.NewCoordinator(cs, agentNamespace, instance, agentTimings)
+	Expect(mgr.Add(agent)).To(Succeed())
+	Expect(mgr.Add(coordinator)).To(Succeed())
+	p := &liveness.ProcProber{Facts: facts}
+
 	// Plans rest on the ownership state the WorkerRegistration reconciler computes, so it
-	// runs here too (wired by hand to skip unclassifiedLabel rows).
+	// runs here too.
 	classified := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[unclassifiedLabel] == "" })
-	Expect(ctrl.NewControllerManagedBy(mgr).
-		For(&fleetv1alpha1.WorkerRegistration{}, builder.WithPredicates(classified)).
-		Named("workerregistration").
-		Complete(&workerregistration.Reconciler{
-			Client: mgr.GetClient(), Prober: prober, Clock: clock.RealClock{},
-			Recorder: mgr.GetEventRecorder("workerregistration-controller"),
-		})).To(Succeed())
+	Expect((&workerregistration.Reconciler{
+		Client: mgr.GetClient(), Prober: p, Clock: clock.RealClock{},
+		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
+		Agent:    agent, Coordinator: coordinator, AgentNamespace: agentNamespace,
+	}).SetupWithManagerNamed(mgr, "workerregistration"+suffix, classified)).To(Succeed())
 
-	// The manager's RetirementPlan controller handles every plan except those named
-	// "direct-*", which tests reconcile by hand with specially wired reconcilers.
-	mgrPlans = newPlanReconciler(mgr.GetClient(), mgr.GetAPIReader(), prober)
-	mgrPlans.Recorder = mgr.GetEventRecorder("retirementplan-controller")
+	plans := newPlanReconciler(mgr.GetClient(), mgr.GetAPIReader(), p)
+	plans.Host = retirement.Host{HostID: facts.HostID, BootID: facts.BootID, BootTime: facts.BootTime}
+	plans.Agent = agent
+	plans.Recorder = mgr.GetEventRecorder("retirementplan-controller")
 	notDirect := predicate.NewPredicateFuncs(func(o client.Object) bool { return !strings.HasPrefix(o.GetName(), "direct-") })
-	Expect(ctrl.NewControllerManagedBy(mgr).
-		For(&fleetv1alpha1.RetirementPlan{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}, notDirect)).
-		Named("retirementplan").
-		Complete(mgrPlans)).To(Succeed())
-
+	Expect(plans.SetupWithManagerNamed(mgr, "retirementplan"+suffix, notDirect)).To(Succeed())
+	if suffix == "" {
+		mgrPlans = plans
+	} else {
+		plansB = plans
+	}
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
-})
+	return agent
+}
 
 var _ = AfterSuite(func() {
 	if cancel != nil {
@@ -132,9 +186,20 @@ func newPlanReconciler(c client.Client, reader client.Reader, p liveness.Prober)
 		Fence:      workflowfence.Fence{Client: c, Reader: reader, Clock: clock.RealClock{}},
 		Clock:      clock.RealClock{},
 		Recorder:   testenv.Discard,
+		// A hand-driven reconciler is host A's agent by fiat: the plans it drives
+		// ("direct-*") are seen by no manager.
+		Agent:          heldAgent{host: host.HostID},
+		AgentNamespace: agentNamespace,
 	}
 	if p != nil {
 		r.Prober, r.Reprober = p, p
 	}
 	return r
 }
+
+// heldAgent is an agent that holds its host by fiat, for reconcilers driven by hand.
+type heldAgent struct{ host string }
+
+func (a heldAgent) ID() string       { return a.host }
+func (a heldAgent) Instance() string { return "hand-driven" }
+func (a heldAgent) Held() bool       { return true }

@@ -10,6 +10,11 @@ var ownershipTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "WorkerRegistration ownership-state transitions, by previous and new state.",
 }, []string{"from", "to"})
 
+var statusWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "fleet_registration_status_writes_total",
+	Help: "WorkerRegistration status writes by this controller, by writer (host_agent: the row's own host; coordinator: a host without an agent).",
+}, []string{"writer"})
+
 func init() {
-	metrics.Registry.MustRegister(ownershipTransitions)
+	metrics.Registry.MustRegister(ownershipTransitions, statusWrites)
 }

@@ -7,6 +7,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,6 +15,7 @@ import (
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
+	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
@@ -24,6 +26,9 @@ import (
 const testHostID = "fleet-test-host"
 
 const canonicalRepo = "acme/widgets"
+
+// agentNamespace holds the coordination Leases.
+const agentNamespace = "fleet-agents"
 
 const hour = time.Hour
 
@@ -58,14 +63,25 @@ var _ = BeforeSuite(func() {
 
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	Expect(err).NotTo(HaveOccurred())
+	cs, err := kubernetes.NewForConfig(env.Config)
+	Expect(err).NotTo(HaveOccurred())
+	instance := hostagent.NewInstanceID()
+	timings := hostagent.Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second}
+	agent := hostagent.NewHost(cs, agentNamespace, facts.HostID, instance, timings)
+	coordinator := hostagent.NewCoordinator(cs, agentNamespace, instance, timings)
+	Expect(mgr.Add(agent)).To(Succeed())
+	Expect(mgr.Add(coordinator)).To(Succeed())
 	Expect((&workerregistration.Reconciler{
 		Client: mgr.GetClient(), Prober: &liveness.ProcProber{Facts: facts}, Clock: clock.RealClock{},
 		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
+		Agent:    agent, Coordinator: coordinator, AgentNamespace: agentNamespace,
 	}).SetupWithManager(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
+	Eventually(agent.Held).Should(BeTrue(), "the manager is its host's agent")
+	Eventually(coordinator.Held).Should(BeTrue(), "and the fleet coordinator")
 })
 
 var _ = AfterSuite(func() {

@@ -1,0 +1,542 @@
+package retirementplan
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/apiconv"
+	"github.com/giteatools/fleet-controller/internal/controller/conditions"
+	"github.com/giteatools/fleet-controller/internal/retirement"
+)
+
+// A RetirementPlan without spec.hostID is a fleet plan: one user action covering every
+// host. Its reconciler (any agent may run it) splits the namespace's rows by host, creates
+// one host plan per host that has an agent, and aggregates them. A host plan is planned
+// and applied only by the agent holding its host's Lease, with the ordinary plan code,
+// over that host's rows. See docs/retirementplan.md, "Several hosts".
+
+// HostAgent is this manager's agent for its host (internal/hostagent): the host id, the
+// agent's instance id, and whether it holds the host's coordination Lease right now.
+type HostAgent interface {
+	ID() string
+	Instance() string
+	Held() bool
+}
+
+// kindRetirementPlan is the kind a host plan's controller ownerReference names.
+const kindRetirementPlan = "RetirementPlan"
+
+// LabelFleetPlan names, on a host plan, the fleet plan it belongs to.
+const LabelFleetPlan = "fleet.giteatools.dev/fleet-plan"
+
+// maxLabelValue is the longest label value Kubernetes accepts.
+const maxLabelValue = 63
+
+// shortHash is the first n hex digits of the SHA-256 of s.
+func shortHash(s string, n int) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])[:n]
+}
+
+// fleetPlanLabelValue is the LabelFleetPlan value of a fleet plan's host plans: its name,
+// or, when longer than a label value may be, its first 54 characters and a hash of it.
+func fleetPlanLabelValue(parent string) string {
+	if len(parent) <= maxLabelValue {
+		return parent
+	}
+	return parent[:maxLabelValue-9] + "-" + shortHash(parent, 8)
+}
+
+// HostPlanName is the name of fleet plan parent's host plan for hostID:
+// "<parent>-h<first 8 hex digits of sha256(hostID)>", the parent's part shortened and
+// hashed when the whole would exceed 253 characters. It depends on nothing else, so every
+// agent names the same host plan alike.
+func HostPlanName(parent, hostID string) string {
+	suffix := "-h" + shortHash(hostID, 8)
+	if len(parent)+len(suffix) <= 253 {
+		return parent + suffix
+	}
+	return parent[:253-len(suffix)-9] + "-" + shortHash(parent, 8) + suffix
+}
+
+// holds says whether this manager is the agent of hostID right now.
+func (r *Reconciler) holds(hostID string) bool {
+	return r.Agent != nil && hostID != "" && r.Agent.ID() == hostID && r.Agent.Held()
+}
+
+// lockPlan serialises the work on one host plan within this process: the host plan's own
+// reconcile and its fleet plan's reconcile (which runs local host plans at once) may
+// otherwise overlap.
+func (r *Reconciler) lockPlan(key types.NamespacedName) func() {
+	m, _ := r.planLocks.LoadOrStore(key, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// reconcileHost plans and, once its fleet plan is approved, applies a host plan. Only the
+// agent holding the host's Lease does anything; a standby agent, or one of another host,
+// writes nothing.
+func (r *Reconciler) reconcileHost(ctx context.Context, key types.NamespacedName, hostID string) (ctrl.Result, error) {
+	if !r.holds(hostID) {
+		return ctrl.Result{}, nil
+	}
+	defer r.lockPlan(key)()
+	plan := &fleetv1alpha1.RetirementPlan{}
+	if err := r.APIReader.Get(ctx, key, plan); err != nil { // the newest state, not the cache's
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	logger := log.FromContext(ctx).WithValues("RetirementPlan", klogRef(plan), "host", hostID)
+	// An apply recorded as in progress: wait for its holder, or take over a lapsed hold
+	// and complete the report from the rows (intent.go). Nothing else touches such a plan.
+	if applyInProgress(plan) {
+		return r.settleApply(ctx, plan)
+	}
+	if plan.Status.Outcome != "" && plan.Status.Outcome != retirement.OutcomePlanned {
+		return ctrl.Result{}, nil
+	}
+	if plan.Status.Outcome == "" {
+		if err := r.plan(ctx, plan); err != nil {
+			return ctrl.Result{}, err
+		}
+		logger.Info("Planned host plan", "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
+	}
+	if r.effectiveApproval(ctx, plan) == nil {
+		return ctrl.Result{}, nil // the fleet plan's change enqueues this host plan again
+	}
+	// The host plan records that it is approved before its apply records its intent: the
+	// intent is written only on a plan whose stored status says Approved.
+	if c := meta.FindStatusCondition(plan.Status.Conditions, fleetv1alpha1.ApprovedCondition); c == nil ||
+		c.Status != metav1.ConditionTrue || c.ObservedGeneration != plan.Generation {
+		conditions.Set(&plan.Status.Conditions, plan.Generation, fleetv1alpha1.ApprovedCondition, true,
+			fleetv1alpha1.ReasonApprovedThroughFleetPlan, "The fleet plan is Approved and covers this host plan's candidates")
+		if err := r.Status().Update(ctx, plan); err != nil {
+			return ctrl.Result{}, fmt.Errorf("recording the host plan's approval: %w", err)
+		}
+	}
+	logger.Info("Applying host plan")
+	return r.applyApproved(ctx, plan) // apply.go: intent, guarded row writes, report
+}
+
+func klogRef(p *fleetv1alpha1.RetirementPlan) string { return p.Namespace + "/" + p.Name }
+
+// effectiveApproval is the approval a plan applies with. A fleet plan's is its own
+// spec.approval. A host plan's is its fleet plan's, narrowed to this host: the same
+// binding, approver and registry fingerprint (the whole namespace's), the host plan's own
+// candidate fingerprint, and the approved identities that are this host plan's
+// candidates. It is nil (nothing may be applied) unless the fleet plan is Approved at its
+// current generation and its hosts entry still carries this host plan's candidate
+// fingerprint.
+func (r *Reconciler) effectiveApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementApproval {
+	if plan.Spec.HostID == "" {
+		return plan.Spec.Approval
+	}
+	a, _, _ := r.hostApproval(ctx, plan)
+	return a
+}
+
+// hostApproval is effectiveApproval of a host plan, with its fleet plan and, when nil,
+// why.
+func (r *Reconciler) hostApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (*fleetv1alpha1.RetirementApproval, *fleetv1alpha1.RetirementPlan, string) {
+	ref := metav1.GetControllerOf(plan)
+	if ref == nil || ref.Kind != kindRetirementPlan {
+		return nil, nil, "the host plan belongs to no fleet plan"
+	}
+	parent := &fleetv1alpha1.RetirementPlan{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: plan.Namespace, Name: ref.Name}, parent); err != nil {
+		return nil, nil, fmt.Sprintf("the fleet plan %s cannot be read: %v", ref.Name, err)
+	}
+	if parent.UID != ref.UID || parent.Spec.HostID != "" {
+		return nil, nil, fmt.Sprintf("%s is not the fleet plan this host plan was made for", ref.Name)
+	}
+	a := parent.Spec.Approval
+	c := meta.FindStatusCondition(parent.Status.Conditions, fleetv1alpha1.ApprovedCondition)
+	if a == nil || c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != parent.Generation {
+		return nil, parent, fmt.Sprintf("the fleet plan %s is not Approved at its current generation", parent.Name)
+	}
+	var entry *fleetv1alpha1.HostPlanStatus
+	for i := range parent.Status.Hosts {
+		if parent.Status.Hosts[i].HostID == plan.Spec.HostID {
+			entry = &parent.Status.Hosts[i]
+		}
+	}
+	if entry == nil || entry.Plan != plan.Name || entry.CandidateFingerprint == "" || entry.CandidateFingerprint != plan.Status.CandidateFingerprint {
+		return nil, parent, fmt.Sprintf("the fleet plan %s does not carry this host plan's candidate fingerprint for host %q", parent.Name, plan.Spec.HostID)
+	}
+	return &fleetv1alpha1.RetirementApproval{
+		Binding:              a.Binding,
+		RegistryFingerprint:  a.RegistryFingerprint,
+		CandidateFingerprint: plan.Status.CandidateFingerprint,
+		WorkerIdentities:     retirement.HostIdentities(a.WorkerIdentities, plan.Status.CandidateWorkerIdentities),
+		ApprovedBy:           a.ApprovedBy,
+		ApprovedGroups:       a.ApprovedGroups,
+	}, parent, ""
+}
+
+// retiredBy is what a retired row records as the plan that retired it: the fleet plan
+// the user acted on (for a host plan, its owner), as namespace/name.
+func (r *Reconciler) retiredBy(plan *fleetv1alpha1.RetirementPlan) string {
+	if ref := metav1.GetControllerOf(plan); plan.Spec.HostID != "" && ref != nil && ref.Kind == kindRetirementPlan {
+		return plan.Namespace + "/" + ref.Name
+	}
+	return plan.Namespace + "/" + plan.Name
+}
+
+// reconcileFleet drives a fleet plan: fan out, wait for the host plans' plans, judge the
+// approval as for any plan, wait for the host plans' applies, aggregate. Every step is a
+// function of what the API server holds, so two agents running it converge: writes are
+// guarded by resourceVersion, and a conflict is retried from a fresh read.
+func (r *Reconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	if plan.Status.Outcome != "" && plan.Status.Outcome != retirement.OutcomePlanned {
+		return ctrl.Result{}, nil
+	}
+	if plan.Status.Outcome == "" {
+		if plan.Status.RegistryFingerprint == "" {
+			if err := r.fanOut(ctx, plan); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		if err := r.ensureHostPlans(ctx, plan); err != nil {
+			return ctrl.Result{}, err
+		}
+		local, err := r.runLocalHostPlans(ctx, plan)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		planned, err := r.aggregatePlan(ctx, plan)
+		if err != nil || !planned {
+			return local, err // a host plan's change enqueues the fleet plan again
+		}
+		logger.Info("Planned", "hosts", len(plan.Status.Hosts), "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
+	}
+	if plan.Spec.Approval == nil {
+		return ctrl.Result{}, nil
+	}
+	if !approvedNow(plan) {
+		verdict, err := r.checkApproval(ctx, plan)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !verdict.Approved {
+			if verdict.Final {
+				r.refusals.Delete(plan.UID)
+				return ctrl.Result{}, nil
+			}
+			return ctrl.Result{RequeueAfter: r.nextApproverCheck(plan.UID)}, nil
+		}
+		r.refusals.Delete(plan.UID)
+	}
+	local, err := r.runLocalHostPlans(ctx, plan)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if local.RequeueAfter > 0 {
+		// A local host plan's apply is held by another applier (or its hold is waited
+		// out before a takeover): that applier, or the takeover, writes its report, and
+		// the fleet plan aggregates it then. Looking again when the host plan asks keeps
+		// a waiting host plan from being stranded when no other event comes.
+		return local, nil
+	}
+	return ctrl.Result{}, r.aggregateApply(ctx, plan)
+}
+
+// approvedNow says whether the plan's Approved condition is True for its current
+// generation. Approved is set once: the host plans re-check the approver before writing.
+func approvedNow(plan *fleetv1alpha1.RetirementPlan) bool {
+	c := meta.FindStatusCondition(plan.Status.Conditions, fleetv1alpha1.ApprovedCondition)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == plan.Generation
+}
+
+// fanOut reads the namespace's rows and the hosts' Leases once, and records how the fleet
+// plan splits: a host plan for each host with Active rows and an agent, the hosts without
+// one, the rows no host plan covers, the registry fingerprint and the snapshot. The write
+// is guarded: of two agents fanning out at once, one wins and the other re-reads.
+func (r *Reconciler) fanOut(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
+	reads, err := r.readFanout(ctx, plan.Namespace)
+	if err != nil {
+		return err
+	}
+	rows := apiconv.Rows(reads.items)
+	agentOf := func(h string) (string, bool) {
+		if x, ok := reads.hosts.Agent(h); ok {
+			return x.Agent, true
+		}
+		if r.holds(h) {
+			return r.Agent.Instance(), true
+		}
+		return "", false
+	}
+	f := retirement.PlanFanout(rows, func(h string) bool { _, ok := agentOf(h); return ok })
+	// The rows no host plan covers are this fleet plan's own verdicts: their pages are
+	// written before the status that records them, like any plan's.
+	own, err := r.writePages(ctx, plan, retirement.Plan{Preserved: f.Uncovered})
+	if err != nil {
+		return err
+	}
+	s := &plan.Status
+	s.Pages = own
+	s.CanonicalRepository = retirement.CanonicalRepository(s.CanonicalRepository, plan.Spec.CanonicalRepository, r.Repository)
+	s.RegistryFingerprint = retirement.RegistryFingerprint(rows)
+	s.Hosts = nil
+	for _, h := range f.Hosts {
+		agent, _ := agentOf(h)
+		s.Hosts = append(s.Hosts, fleetv1alpha1.HostPlanStatus{HostID: h, Plan: HostPlanName(plan.Name, h), Agent: agent})
+	}
+	s.HostsWithoutAgent = nil
+	for _, h := range f.WithoutAgent[:min(len(f.WithoutAgent), retirement.MaxFleetHosts)] {
+		s.HostsWithoutAgent = append(s.HostsWithoutAgent, fleetv1alpha1.HostRowCount{HostID: h.HostID, RowCount: int32(h.RowCount)})
+	}
+	s.HostsWithoutAgentCount = int32(len(f.WithoutAgent))
+	u := retirement.UncoveredOf(f)
+	s.Preserved = apiconv.Assessments(u.Listed)
+	s.PreservedReasonCounts = int32Counts(u.ReasonCounts)
+	s.PreservedCount, s.AssessedCount = int32(u.Count), int32(u.Count)
+	s.Snapshot = r.snapshotOf(plan.Namespace, reads.items)
+	s.ObservedGeneration = plan.Generation
+	conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Reason: fleetv1alpha1.ReasonWaitingForHostPlans,
+		Message: fmt.Sprintf("Waiting for the agents of %d host(s) to plan their rows", len(s.Hosts))})
+	if err := r.Status().Update(ctx, plan); err != nil {
+		return fmt.Errorf("recording the fleet plan's hosts: %w", err)
+	}
+	fleetPlanHosts.WithLabelValues(plan.Namespace, "with_agent").Set(float64(len(f.Hosts)))
+	fleetPlanHosts.WithLabelValues(plan.Namespace, "without_agent").Set(float64(len(f.WithoutAgent)))
+	if len(f.WithoutAgent) > 0 {
+		r.Recorder.Eventf(plan, nil, "Warning", "HostsWithoutAgent", "Plan",
+			"%d host(s) with Active registrations have no agent; their %d row(s) are preserved as %s", len(f.WithoutAgent), u.ReasonCounts[retirement.ReasonHostBindingUnproven], retirement.ReasonHostBindingUnproven)
+	}
+	return nil
+}
+
+func int32Counts(m map[string]int) map[string]int32 {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]int32, len(m))
+	for k, v := range m {
+		out[k] = int32(v)
+	}
+	return out
+}
+
+func intCounts(m map[string]int32) map[string]int {
+	out := make(map[string]int, len(m))
+	for k, v := range m {
+		out[k] = int(v)
+	}
+	return out
+}
+
+// ensureHostPlans creates the host plans the fan-out recorded (idempotent: the names are
+// deterministic, and one that exists already is checked, not changed).
+func (r *Reconciler) ensureHostPlans(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
+	for _, h := range plan.Status.Hosts {
+		child := &fleetv1alpha1.RetirementPlan{
+			ObjectMeta: metav1.ObjectMeta{Name: h.Plan, Namespace: plan.Namespace, Labels: map[string]string{LabelFleetPlan: fleetPlanLabelValue(plan.Name)}},
+			Spec: fleetv1alpha1.RetirementPlanSpec{Remote: plan.Spec.Remote, Host: plan.Spec.Host, Org: plan.Spec.Org, Repo: plan.Spec.Repo,
+				CanonicalRepository: plan.Status.CanonicalRepository, HostID: h.HostID},
+		}
+		if err := controllerutil.SetControllerReference(plan, child, r.Scheme()); err != nil {
+			return err
+		}
+		err := r.Create(ctx, child)
+		switch {
+		case err == nil:
+			hostPlansCreated.Inc()
+			r.Recorder.Eventf(plan, child, "Normal", "HostPlanCreated", "Plan", "Created host plan %s for host %s", child.Name, h.HostID)
+		case apierrors.IsAlreadyExists(err):
+			cur := &fleetv1alpha1.RetirementPlan{}
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(child), cur); err != nil {
+				return fmt.Errorf("reading host plan %s: %w", child.Name, err)
+			}
+			if ref := metav1.GetControllerOf(cur); ref == nil || ref.UID != plan.UID || cur.Spec.HostID != h.HostID {
+				return fmt.Errorf("a RetirementPlan %s exists that is not this fleet plan's host plan for host %q", child.Name, h.HostID)
+			}
+		default:
+			return fmt.Errorf("creating host plan %s: %w", child.Name, err)
+		}
+	}
+	return nil
+}
+
+// runLocalHostPlans runs, at once, the host plans of the host this manager is the agent
+// of, so a single-host fleet plan completes in one reconcile. The result asks to look
+// again as soon as the earliest of them asks to (an apply held by another applier, a
+// hold waited out before its takeover), so the fleet plan's reconcile carries the host
+// plans' requeues.
+func (r *Reconciler) runLocalHostPlans(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
+	var out ctrl.Result
+	for _, h := range plan.Status.Hosts {
+		if !r.holds(h.HostID) {
+			continue
+		}
+		res, err := r.reconcileHost(ctx, types.NamespacedName{Namespace: plan.Namespace, Name: h.Plan}, h.HostID)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if res.RequeueAfter > 0 && (out.RequeueAfter == 0 || res.RequeueAfter < out.RequeueAfter) {
+			out.RequeueAfter = res.RequeueAfter
+		}
+	}
+	return out, nil
+}
+
+// shares reads the host plans of a fleet plan as the aggregate sees them, in the order of
+// status.hosts (sorted by host id).
+func (r *Reconciler) shares(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) ([]retirement.HostShare, map[string]*fleetv1alpha1.RetirementPlan, error) {
+	children, err := r.hostPlans(ctx, plan)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]retirement.HostShare, 0, len(plan.Status.Hosts))
+	for _, h := range plan.Status.Hosts {
+		out = append(out, shareOf(h, children[h.HostID]))
+	}
+	return out, children, nil
+}
+
+// fleetPages is a planned fleet plan's status.pages: the page counts of its host plans
+// and of its own pages (the rows no host plan covers, written at fan-out), and the
+// selector that lists them all.
+func (r *Reconciler) fleetPages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, children map[string]*fleetv1alpha1.RetirementPlan) (*fleetv1alpha1.RetirementPlanPages, error) {
+	out := &fleetv1alpha1.RetirementPlanPages{Selector: fleetPagesSelector(plan)}
+	for _, h := range plan.Status.Hosts {
+		if c := children[h.HostID]; c != nil && c.Status.Pages != nil {
+			out.Candidates += c.Status.Pages.Candidates
+			out.Preserved += c.Status.Pages.Preserved
+		}
+	}
+	// The fleet plan's own pages hold only Preserved rows; their metadata is enough.
+	own := &metav1.PartialObjectMetadataList{}
+	own.SetGroupVersionKind(fleetv1alpha1.GroupVersion.WithKind("RetirementPlanPageList"))
+	if err := r.APIReader.List(ctx, own, client.InNamespace(plan.Namespace), client.MatchingLabels{fleetv1alpha1.PlanLabel: planLabelValue(plan.Name)}); err != nil {
+		return nil, fmt.Errorf("listing the fleet plan's own pages: %w", err)
+	}
+	for i := range own.Items {
+		if metav1.IsControlledBy(&own.Items[i], plan) {
+			out.Preserved++
+		}
+	}
+	return out, nil
+}
+
+// recordShares copies each host plan's outcome and counts into status.hosts.
+func recordShares(plan *fleetv1alpha1.RetirementPlan, shares []retirement.HostShare) {
+	for i := range plan.Status.Hosts {
+		h, s := &plan.Status.Hosts[i], shares[i]
+		h.Outcome, h.CandidateFingerprint = s.Outcome, s.CandidateFingerprint
+		h.CandidateCount, h.PreservedCount = int32(s.CandidateCount), int32(s.PreservedCount)
+		h.RetiredCount = 0
+		if s.Apply != nil {
+			h.RetiredCount = int32(s.Apply.RetiredCount)
+		}
+	}
+}
+
+// aggregatePlan writes the fleet plan's dry run once every host plan is planned.
+func (r *Reconciler) aggregatePlan(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (bool, error) {
+	shares, children, err := r.shares(ctx, plan)
+	if err != nil {
+		return false, err
+	}
+	s := &plan.Status
+	fp := retirement.AggregatePlan(shares, retirement.Uncovered{
+		Listed: apiconv.AssessmentsOf(s.Preserved), Count: int(s.PreservedCount),
+		ReasonCounts: intCounts(s.PreservedReasonCounts), HostsWithoutAgent: int(s.HostsWithoutAgentCount),
+	})
+	before := s.DeepCopy()
+	recordShares(plan, shares)
+	if !fp.Planned {
+		conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Reason: fleetv1alpha1.ReasonWaitingForHostPlans, Message: fp.Message})
+		return false, r.updateIfChanged(ctx, plan, before)
+	}
+	for _, sh := range shares { // every host plan records the binding it planned with
+		if sh.CanonicalRepository != "" {
+			s.CanonicalRepository = sh.CanonicalRepository
+			break
+		}
+	}
+	pages, err := r.fleetPages(ctx, plan, children)
+	if err != nil {
+		return false, err
+	}
+	setFleetPlanStatus(plan, fp, r.Clock.Now())
+	s.Pages = pages
+	if err := r.Status().Update(ctx, plan); err != nil {
+		return false, fmt.Errorf("writing the fleet plan: %w", err)
+	}
+	plansTotal.WithLabelValues(retirement.OutcomePlanned).Inc()
+	r.Recorder.Eventf(plan, nil, "Normal", fleetv1alpha1.ReasonPlanned, "Plan",
+		"Planned over %d host(s): %d candidate(s), %d preserved of %d assessed (%d host(s) without an agent)",
+		len(shares), fp.CandidateCount, fp.PreservedCount, fp.AssessedCount, s.HostsWithoutAgentCount)
+	return true, nil
+}
+
+// aggregateApply writes the fleet plan's apply result once every host plan has one.
+func (r *Reconciler) aggregateApply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
+	shares, _, err := r.shares(ctx, plan)
+	if err != nil {
+		return err
+	}
+	rep, message, done := retirement.AggregateApply(shares)
+	before := plan.Status.DeepCopy()
+	recordShares(plan, shares)
+	if !done {
+		return r.updateIfChanged(ctx, plan, before)
+	}
+	verdict := retirement.JudgeApply(rep)
+	if message != "" {
+		verdict.Message = message
+	}
+	post := r.snapshot(ctx, plan.Namespace)
+	now := metav1.NewTime(r.Clock.Now())
+	for attempt := 0; ; attempt++ {
+		setApplyStatus(plan, rep, verdict, post, now)
+		err := r.Status().Update(ctx, plan)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt == 5 {
+			return fmt.Errorf("writing the fleet apply result %s: %w", rep.Outcome, err)
+		}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(plan), plan); err != nil {
+			return fmt.Errorf("re-reading the fleet plan: %w", err)
+		}
+		if plan.Status.Outcome != retirement.OutcomePlanned {
+			return nil // another agent recorded the same aggregate
+		}
+		recordShares(plan, shares)
+	}
+	plansTotal.WithLabelValues(rep.Outcome).Inc()
+	kind := "Normal"
+	if !verdict.Succeeded {
+		kind = "Warning"
+	}
+	r.Recorder.Eventf(plan, nil, kind, verdict.Reason, "Apply", "Fleet apply over %d host(s) finished with outcome %s: %d retired, %d preserved",
+		len(shares), rep.Outcome, rep.RetiredCount, len(rep.Preserved))
+	return nil
+}
+
+// updateIfChanged writes the plan's status when it differs from before.
+func (r *Reconciler) updateIfChanged(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, before *fleetv1alpha1.RetirementPlanStatus) error {
+	if equalStatus(before, &plan.Status) {
+		return nil
+	}
+	if err := r.Status().Update(ctx, plan); err != nil {
+		return fmt.Errorf("recording the host plans' progress: %w", err)
+	}
+	return nil
+}
