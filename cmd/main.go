@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -57,6 +58,7 @@ type options struct {
 	claimTTL       time.Duration
 	crdDir         string
 	manifestDirs   []string
+	installDirs    []string
 	embedded       string
 	bannerEnvFile  string
 }
@@ -80,6 +82,10 @@ func main() {
 	flag.DurationVar(&o.claimTTL, "claim-ttl", 2*time.Hour, "Lifetime of an activated task capability.")
 	flag.StringVar(&o.crdDir, "crd-dir", "config/crd/bases", "CRD manifests installed into the embedded control plane.")
 	o.manifestDirs = []string{"config/rbac", "config/admission"}
+	flag.Func("install-manifests", "Folder of YAML manifests whose objects (namespaced ones too) are created in the embedded control plane after the project's own; repeatable. make run passes its local Gitea's gateway credentials here.", func(dir string) error {
+		o.installDirs = append(o.installDirs, dir)
+		return nil
+	})
 	flag.StringVar(&o.embedded, "embedded", "auto", "Start an embedded control plane: auto (when no kubeconfig or in-cluster config exists), always, never.")
 	// Production logging (JSON) by default; --zap-devel switches to development mode.
 	zapOpts := zap.Options{Development: false}
@@ -107,7 +113,7 @@ func run(o options) error {
 		return err
 	}
 	defer stop()
-	if err := printBanner(os.Stdout, kubeconfig, o.bannerEnvFile); err != nil {
+	if err := printBanner(os.Stdout, kubeconfig, o.bannerEnvFile, gatewayURL(o)); err != nil {
 		return err
 	}
 
@@ -200,6 +206,10 @@ func restConfig(o options) (*rest.Config, string, func(), error) {
 	if err != nil {
 		return nil, "", nil, err
 	}
+	if err := cp.Install(o.installDirs...); err != nil {
+		_ = cp.Stop()
+		return nil, "", nil, err
+	}
 	log.Info("Embedded control plane is up; point kubectl at it with the lines below", "kubeconfig", cp.KubeconfigPath)
 	return cp.Config, cp.KubeconfigPath, func() {
 		if err := cp.Stop(); err != nil && !errors.Is(err, context.Canceled) {
@@ -208,10 +218,26 @@ func restConfig(o options) (*rest.Config, string, func(), error) {
 	}, nil
 }
 
+// gatewayURL is the URL a local worker reaches the gateway at, or "" when the gateway is
+// off (no --gateway-bind-address, or no Gitea to forward to).
+func gatewayURL(o options) string {
+	if o.gatewayAddr == "" || o.giteaURL == "" || o.repository == "" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(o.gatewayAddr)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
 // printBanner prints, as one indented block to paste into a shell, what a user needs to
-// reach this controller: the embedded control plane's KUBECONFIG and the lines of
-// envFile (make run's local Gitea). It prints nothing when there is neither.
-func printBanner(w io.Writer, kubeconfig, envFile string) error {
+// reach this controller: the embedded control plane's KUBECONFIG, the lines of envFile
+// (make run's local Gitea) and the gateway's URL. It prints nothing when there is none.
+func printBanner(w io.Writer, kubeconfig, envFile, gateway string) error {
 	var lines []string
 	if kubeconfig != "" {
 		lines = append(lines, "export KUBECONFIG="+kubeconfig)
@@ -226,6 +252,9 @@ func printBanner(w io.Writer, kubeconfig, envFile string) error {
 				lines = append(lines, l)
 			}
 		}
+	}
+	if gateway != "" {
+		lines = append(lines, "export FLEET_GATEWAY_URL="+gateway)
 	}
 	if len(lines) == 0 {
 		return nil
