@@ -237,7 +237,7 @@ func gatewayURL(o options) string {
 // printBanner prints, as one indented block to paste into a shell, what a user needs to
 // reach this controller: the embedded control plane's KUBECONFIG, the lines of envFile
 // (make run's local Gitea) and the gateway's URL. It prints nothing when there is none.
-func printBanner(w io.Writer, kubeconfig, envFile, gateway string) error {
+func printBanner(w io.Writer, kubeconfig, envFile, gw string) error {
 	var lines []string
 	if kubeconfig != "" {
 		lines = append(lines, "export KUBECONFIG="+kubeconfig)
@@ -253,8 +253,8 @@ func printBanner(w io.Writer, kubeconfig, envFile, gateway string) error {
 			}
 		}
 	}
-	if gateway != "" {
-		lines = append(lines, "export FLEET_GATEWAY_URL="+gateway)
+	if gw != "" {
+		lines = append(lines, "export FLEET_GATEWAY_URL="+gw)
 	}
 	if len(lines) == 0 {
 		return nil

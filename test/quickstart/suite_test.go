@@ -115,7 +115,8 @@ var _ = SynchronizedBeforeSuite(func() {}, func() {
 		}
 	}
 	go func() {
-		for range lines { //nolint:revive // drain
+		for l := range lines {
+			GinkgoWriter.Println("make run:", l)
 		}
 	}()
 	Expect(banner).To(HaveKey("KUBECONFIG"))
@@ -142,13 +143,17 @@ func stopMakeRun() {
 	_ = syscall.Kill(-makeRun.Process.Pid, syscall.SIGINT)
 	done := make(chan error, 1)
 	go func() { done <- makeRun.Wait() }()
+	var err error
 	select {
-	case <-done:
+	case err = <-done:
 	case <-time.After(2 * time.Minute):
 		_ = syscall.Kill(-makeRun.Process.Pid, syscall.SIGKILL)
-		<-done
+		err = <-done
 	}
 	_ = runLog.Close()
+	b, _ := os.ReadFile(runLog.Name())
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	GinkgoWriter.Printf("make run ended (%v); the end of its stderr:\n%s\n", err, strings.Join(lines[max(0, len(lines)-40):], "\n"))
 }
 
 func withoutEnv(names ...string) []string {
