@@ -113,7 +113,7 @@ func run(o options) error {
 		return err
 	}
 	defer stop()
-	if err := printBanner(os.Stdout, kubeconfig, o.bannerEnvFile, gatewayURL(o)); err != nil {
+	if err := printBanner(os.Stdout, kubeconfig, o.bannerEnvFile, gatewayURL(o), metricsURL(o)); err != nil {
 		return err
 	}
 
@@ -224,20 +224,39 @@ func gatewayURL(o options) string {
 	if o.gatewayAddr == "" || o.giteaURL == "" || o.repository == "" {
 		return ""
 	}
-	host, port, err := net.SplitHostPort(o.gatewayAddr)
+	return localURL("http", o.gatewayAddr, "")
+}
+
+// metricsURL is the URL of the metrics endpoint for a local scraper, or "" when it is off.
+func metricsURL(o options) string {
+	if o.metricsAddr == "0" {
+		return ""
+	}
+	scheme := "http"
+	if o.metricsSecure {
+		scheme = "https"
+	}
+	return localURL(scheme, o.metricsAddr, "/metrics")
+}
+
+// localURL is the URL of a listen address seen from this host: an address on every
+// interface is reached at 127.0.0.1.
+func localURL(scheme, addr, path string) string {
+	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return ""
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	return scheme + "://" + net.JoinHostPort(host, port) + path
 }
 
 // printBanner prints, as one indented block to paste into a shell, what a user needs to
 // reach this controller: the embedded control plane's KUBECONFIG, the lines of envFile
-// (make run's local Gitea) and the gateway's URL. It prints nothing when there is none.
-func printBanner(w io.Writer, kubeconfig, envFile, gw string) error {
+// (make run's local Gitea), and the gateway's and the metrics endpoint's URLs. It prints
+// nothing when there is none.
+func printBanner(w io.Writer, kubeconfig, envFile, gw, metrics string) error {
 	var lines []string
 	if kubeconfig != "" {
 		lines = append(lines, "export KUBECONFIG="+kubeconfig)
@@ -255,6 +274,9 @@ func printBanner(w io.Writer, kubeconfig, envFile, gw string) error {
 	}
 	if gw != "" {
 		lines = append(lines, "export FLEET_GATEWAY_URL="+gw)
+	}
+	if metrics != "" && len(lines) > 0 {
+		lines = append(lines, "export FLEET_METRICS_URL="+metrics)
 	}
 	if len(lines) == 0 {
 		return nil

@@ -231,5 +231,11 @@ var _ = Describe("docs/quickstart.md", Ordered, func() {
 		Expect(out).To(MatchRegexp(`(?m)^w3\s+worker-3\s+Retired\s+historical\s`))
 	})
 
+	It("serves the metrics to an authorized scraper: the gateway counted the allowed comment and the refusals", func() {
+		out := output(steps, "9.")
+		Expect(out).To(MatchRegexp(`(?m)^fleet_gateway_requests_total\{operation="comment",verdict="allowed"\} 1$`))
+		Expect(out).To(MatchRegexp(`(?m)^fleet_gateway_requests_total\{operation="comment",verdict="refused"\} 2$`))
+	})
+
 	It("serves the worker tools over MCP: the race winner comments through its tool, the loser and then the released winner are refused with the typed reason", mcpRace)
 })

@@ -102,14 +102,17 @@ var _ = SynchronizedBeforeSuite(func() {}, func() {
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
 	deadline := time.After(20 * time.Minute) // cold builds of Gitea and envtest take long
-	for banner["FLEET_GATEWAY_URL"] == "" {
+	for inBlock, done := false, false; !done; {
 		select {
 		case l, ok := <-lines:
 			Expect(ok).To(BeTrue(), "make run ended before printing its start-up block; see %s", runLog.Name())
-			if kv, ok := strings.CutPrefix(strings.TrimSpace(l), "export "); ok {
+			l = strings.TrimSpace(l)
+			if kv, ok := strings.CutPrefix(l, "export "); ok {
 				k, v, _ := strings.Cut(kv, "=")
 				banner[k] = v
+				inBlock = true
 			}
+			done = inBlock && l == "" // the block ends with an empty line
 		case <-deadline:
 			Fail("no start-up block from make run; see " + runLog.Name())
 		}
@@ -122,6 +125,7 @@ var _ = SynchronizedBeforeSuite(func() {}, func() {
 	Expect(banner).To(HaveKey("KUBECONFIG"))
 	Expect(banner).To(HaveKeyWithValue("FLEET_REPOSITORY", "fleet/demo"))
 	Expect(banner).To(HaveKeyWithValue("FLEET_GATEWAY_URL", gatewayURL))
+	Expect(banner).To(HaveKeyWithValue("FLEET_METRICS_URL", HavePrefix("https://127.0.0.1:")))
 
 	By("waiting until the manager is ready")
 	Eventually(func() (int, error) {
