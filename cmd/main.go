@@ -200,6 +200,9 @@ func restConfig(o options) (*rest.Config, string, func(), error) {
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("loading kubeconfig: %w", err)
 		}
+		if len(o.installDirs) > 0 {
+			log.Info("Not installing --install-manifests: it applies to the embedded control plane only; apply them yourself", "dirs", o.installDirs)
+		}
 		return cfg, "", func() {}, nil
 	}
 	cp, err := localcp.Start(os.Getenv("KUBEBUILDER_ASSETS"), o.crdDir, o.manifestDirs...)
