@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -58,6 +59,7 @@ type options struct {
 	claimTTL       time.Duration
 	crdDir         string
 	manifestDirs   []string
+	installDirs    []string
 	embedded       string
 	bannerEnvFile  string
 	agentNamespace string
@@ -91,6 +93,10 @@ func main() {
 	flag.DurationVar(&o.agentTimings.LeaseDuration, "agent-lease-duration", hostagent.DefaultLeaseDuration, "How long a host's coordination Lease is valid without renewal.")
 	flag.DurationVar(&o.agentTimings.RenewDeadline, "agent-renew-deadline", hostagent.DefaultRenewDeadline, "How long the host agent keeps trying to renew before it stops acting for the host.")
 	flag.DurationVar(&o.agentTimings.RetryPeriod, "agent-retry-period", hostagent.DefaultRetryPeriod, "How often the host agent tries to acquire or renew its Lease.")
+	flag.Func("install-manifests", "Folder of YAML manifests whose objects (namespaced ones too) are created in the embedded control plane after the project's own; repeatable. make run passes its local Gitea's gateway credentials here.", func(dir string) error {
+		o.installDirs = append(o.installDirs, dir)
+		return nil
+	})
 	flag.StringVar(&o.embedded, "embedded", "auto", "Start an embedded control plane: auto (when no kubeconfig or in-cluster config exists), always, never.")
 	// Production logging (JSON) by default; --zap-devel switches to development mode.
 	zapOpts := zap.Options{Development: false}
@@ -118,7 +124,7 @@ func run(o options) error {
 		return err
 	}
 	defer stop()
-	if err := printBanner(os.Stdout, kubeconfig, o.bannerEnvFile); err != nil {
+	if err := printBanner(os.Stdout, kubeconfig, o.bannerEnvFile, gatewayURL(o), metricsURL(o)); err != nil {
 		return err
 	}
 
@@ -210,10 +216,17 @@ func restConfig(o options) (*rest.Config, string, func(), error) {
 		if err != nil {
 			return nil, "", nil, fmt.Errorf("loading kubeconfig: %w", err)
 		}
+		if len(o.installDirs) > 0 {
+			log.Info("Not installing --install-manifests: it applies to the embedded control plane only; apply them yourself", "dirs", o.installDirs)
+		}
 		return cfg, "", func() {}, nil
 	}
 	cp, err := localcp.Start(os.Getenv("KUBEBUILDER_ASSETS"), o.crdDir, o.manifestDirs...)
 	if err != nil {
+		return nil, "", nil, err
+	}
+	if err := cp.Install(o.installDirs...); err != nil {
+		_ = cp.Stop()
 		return nil, "", nil, err
 	}
 	log.Info("Embedded control plane is up; point kubectl at it with the lines below", "kubeconfig", cp.KubeconfigPath)
@@ -224,10 +237,45 @@ func restConfig(o options) (*rest.Config, string, func(), error) {
 	}, nil
 }
 
+// gatewayURL is the URL a local worker reaches the gateway at, or "" when the gateway is
+// off (no --gateway-bind-address, or no Gitea to forward to).
+func gatewayURL(o options) string {
+	if o.gatewayAddr == "" || o.giteaURL == "" || o.repository == "" {
+		return ""
+	}
+	return localURL("http", o.gatewayAddr, "")
+}
+
+// metricsURL is the URL of the metrics endpoint for a local scraper, or "" when it is off.
+func metricsURL(o options) string {
+	if o.metricsAddr == "0" {
+		return ""
+	}
+	scheme := "http"
+	if o.metricsSecure {
+		scheme = "https"
+	}
+	return localURL(scheme, o.metricsAddr, "/metrics")
+}
+
+// localURL is the URL of a listen address seen from this host: an address on every
+// interface is reached at 127.0.0.1.
+func localURL(scheme, addr, path string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return scheme + "://" + net.JoinHostPort(host, port) + path
+}
+
 // printBanner prints, as one indented block to paste into a shell, what a user needs to
-// reach this controller: the embedded control plane's KUBECONFIG and the lines of
-// envFile (make run's local Gitea). It prints nothing when there is neither.
-func printBanner(w io.Writer, kubeconfig, envFile string) error {
+// reach this controller: the embedded control plane's KUBECONFIG, the lines of envFile
+// (make run's local Gitea), and the gateway's and the metrics endpoint's URLs. It prints
+// nothing when there is none.
+func printBanner(w io.Writer, kubeconfig, envFile, gw, metrics string) error {
 	var lines []string
 	if kubeconfig != "" {
 		lines = append(lines, "export KUBECONFIG="+kubeconfig)
@@ -242,6 +290,12 @@ func printBanner(w io.Writer, kubeconfig, envFile string) error {
 				lines = append(lines, l)
 			}
 		}
+	}
+	if gw != "" {
+		lines = append(lines, "export FLEET_GATEWAY_URL="+gw)
+	}
+	if metrics != "" && len(lines) > 0 {
+		lines = append(lines, "export FLEET_METRICS_URL="+metrics)
 	}
 	if len(lines) == 0 {
 		return nil

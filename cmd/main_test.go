@@ -13,19 +13,20 @@ func TestPrintBanner(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		name, kubeconfig, envFile, want string
+		name, kubeconfig, envFile, gateway, metrics, want string
 	}{
-		{"nothing to say", "", "", ""},
-		{"embedded control plane", "/tmp/k", "", "\n    export KUBECONFIG=/tmp/k\n\n"},
-		{"with the demo Gitea", "/tmp/k", env,
-			"\n    export KUBECONFIG=/tmp/k\n    export GITEA_URL=http://127.0.0.1:3000\n    # login: a / b\n\n"},
-		{"a cluster of one's own, demo Gitea", "", env,
+		{"nothing to say", "", "", "", "", ""},
+		{"only metrics: nothing to say", "", "", "", "https://127.0.0.1:8443/metrics", ""},
+		{"embedded control plane", "/tmp/k", "", "", "", "\n    export KUBECONFIG=/tmp/k\n\n"},
+		{"with the demo Gitea, the gateway and metrics", "/tmp/k", env, "http://127.0.0.1:8083", "https://127.0.0.1:8443/metrics",
+			"\n    export KUBECONFIG=/tmp/k\n    export GITEA_URL=http://127.0.0.1:3000\n    # login: a / b\n    export FLEET_GATEWAY_URL=http://127.0.0.1:8083\n    export FLEET_METRICS_URL=https://127.0.0.1:8443/metrics\n\n"},
+		{"a cluster of one's own, demo Gitea", "", env, "", "",
 			"\n    export GITEA_URL=http://127.0.0.1:3000\n    # login: a / b\n\n"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer
-			if err := printBanner(&b, c.kubeconfig, c.envFile); err != nil {
+			if err := printBanner(&b, c.kubeconfig, c.envFile, c.gateway, c.metrics); err != nil {
 				t.Fatal(err)
 			}
 			if b.String() != c.want {
@@ -33,7 +34,43 @@ func TestPrintBanner(t *testing.T) {
 			}
 		})
 	}
-	if err := printBanner(&bytes.Buffer{}, "", filepath.Join(t.TempDir(), "missing")); err == nil {
+	if err := printBanner(&bytes.Buffer{}, "", filepath.Join(t.TempDir(), "missing"), "", ""); err == nil {
 		t.Error("a missing env file must be an error")
+	}
+}
+
+func TestGatewayURL(t *testing.T) {
+	base := options{giteaURL: "http://127.0.0.1:3000", repository: "fleet/demo"}
+	cases := []struct {
+		name string
+		o    func(options) options
+		want string
+	}{
+		{"all interfaces", func(o options) options { o.gatewayAddr = ":8083"; return o }, "http://127.0.0.1:8083"},
+		{"unspecified IP", func(o options) options { o.gatewayAddr = "0.0.0.0:9"; return o }, "http://127.0.0.1:9"},
+		{"one host", func(o options) options { o.gatewayAddr = "10.0.0.1:8083"; return o }, "http://10.0.0.1:8083"},
+		{"disabled", func(o options) options { o.gatewayAddr = ""; return o }, ""},
+		{"no Gitea", func(o options) options { o.gatewayAddr = ":8083"; o.giteaURL = ""; return o }, ""},
+	}
+	for _, c := range cases {
+		if got := gatewayURL(c.o(base)); got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestMetricsURL(t *testing.T) {
+	cases := []struct {
+		o    options
+		want string
+	}{
+		{options{metricsAddr: ":8443", metricsSecure: true}, "https://127.0.0.1:8443/metrics"},
+		{options{metricsAddr: "127.0.0.1:8080"}, "http://127.0.0.1:8080/metrics"},
+		{options{metricsAddr: "0", metricsSecure: true}, ""},
+	}
+	for _, c := range cases {
+		if got := metricsURL(c.o); got != c.want {
+			t.Errorf("%+v: got %q, want %q", c.o, got, c.want)
+		}
 	}
 }

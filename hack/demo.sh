@@ -9,20 +9,28 @@
 # What `up` seeds, every run from scratch:
 #   - the repository fleet/demo (organisation "fleet", default branch main) with three
 #     open issues to claim;
-#   - three worker accounts, worker-1..worker-3, each a read-only collaborator with a
-#     read-only token (tokens/worker-N): a worker reads Gitea directly and writes only
-#     through the controller's gateway;
-#   - the controller's token (admin-token), the one write credential.
+#   - three worker accounts, worker-1..worker-3, each a write collaborator of the
+#     repository with two tokens: a read-only one the worker holds (tokens/worker-N;
+#     a worker reads Gitea directly and writes only through the controller's gateway),
+#     and a gateway token (write:repository, write:issue, read:user) that only the
+#     gateway uses to write as that worker;
+#   - the controller's token (admin-token);
+#   - manifests/: the gateway credentials as Secrets labelled
+#     fleet.giteatools.dev/gitea-login=<login> in the namespace fleet-system (and that
+#     namespace), for the manager's --install-manifests (docs/gateway.md).
 #
-# The env file (.cache/demo/env, mode 0600) holds `export` lines: GITEA_URL,
-# FLEET_REPOSITORY, FLEET_GITEA_TOKEN_FILE, the Gitea login, and the token files.
+# The env file (<dir>/env, mode 0600) holds `export` lines: GITEA_URL,
+# FLEET_REPOSITORY, FLEET_GITEA_TOKEN_FILE, FLEET_DEMO_MANIFESTS, the Gitea login, and
+# the token files.
 #
-# Environment: DEMO_GITEA_PORT (default 3000).
+# Environment: DEMO_GITEA_PORT (default 3000), DEMO_DIR (default .cache/demo),
+# DEMO_CREDENTIALS_NAMESPACE (default fleet-system).
 set -euo pipefail
 
 ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 export GITEA_PORT=${DEMO_GITEA_PORT:-3000}
-DEMO=$ROOT/.cache/demo
+DEMO=${DEMO_DIR:-$ROOT/.cache/demo}
+CREDS_NS=${DEMO_CREDENTIALS_NAMESPACE:-fleet-system}
 ORG=fleet
 REPO=demo
 WORKERS=(worker-1 worker-2 worker-3)
@@ -39,14 +47,26 @@ api() {
 		${body:+--data "$body"} "$GITEA_URL/api/v1$path"
 }
 
+# mint LOGIN NAME SCOPES: a new token of the worker account LOGIN, on stdout.
+mint() {
+	local token
+	token=$(curl -fsS -X POST -u "$1:$WORKER_PW" -H 'Content-Type: application/json' \
+		--data "{\"name\":\"$2\",\"scopes\":[$3]}" \
+		"$GITEA_URL/api/v1/users/$1/tokens" | sed -n 's/.*"sha1":"\([0-9a-f]*\)".*/\1/p')
+	[[ -n $token ]] || die "no $2 token for $1"
+	printf '%s\n' "$token"
+}
+
 up() {
 	local envfile
 	envfile=$("$ROOT/hack/gitea.sh" start)
 	# shellcheck disable=SC1090
 	source "$envfile"
 	rm -rf "$DEMO"
-	mkdir -p "$DEMO/tokens"
+	mkdir -p "$DEMO/tokens" "$DEMO/manifests"
 	chmod 700 "$DEMO"
+	umask 077
+	printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n' "$CREDS_NS" >"$DEMO/manifests/00-namespace.yaml"
 
 	api POST /orgs "{\"username\":\"$ORG\",\"visibility\":\"public\"}" >/dev/null
 	api POST "/orgs/$ORG/repos" "{\"name\":\"$REPO\",\"auto_init\":true,\"default_branch\":\"main\",\"readme\":\"Default\"}" >/dev/null
@@ -57,21 +77,31 @@ up() {
 	local w token
 	for w in "${WORKERS[@]}"; do
 		api POST /admin/users "{\"username\":\"$w\",\"email\":\"$w@example.invalid\",\"password\":\"$WORKER_PW\",\"must_change_password\":false}" >/dev/null
-		api PUT "/repos/$ORG/$REPO/collaborators/$w" '{"permission":"read"}' >/dev/null
-		token=$(curl -fsS -X POST -u "$w:$WORKER_PW" -H 'Content-Type: application/json' \
-			--data '{"name":"demo-read","scopes":["read:repository","read:issue","read:user"]}' \
-			"$GITEA_URL/api/v1/users/$w/tokens" | sed -n 's/.*"sha1":"\([0-9a-f]*\)".*/\1/p')
-		[[ -n $token ]] || die "no token for $w"
+		api PUT "/repos/$ORG/$REPO/collaborators/$w" '{"permission":"write"}' >/dev/null
+		token=$(mint "$w" demo-read '"read:repository","read:issue","read:user"')
 		printf '%s\n' "$token" >"$DEMO/tokens/$w"
+		token=$(mint "$w" demo-gateway '"write:repository","write:issue","read:user"')
+		cat >"$DEMO/manifests/10-gateway-$w.yaml" <<-YAML
+			apiVersion: v1
+			kind: Secret
+			metadata:
+			  name: gateway-$w
+			  namespace: $CREDS_NS
+			  labels:
+			    fleet.giteatools.dev/gitea-login: $w
+			type: Opaque
+			stringData:
+			  token: $token
+		YAML
 	done
 	printf '%s\n' "$GITEA_TOKEN" >"$DEMO/admin-token"
-	umask 077
 	{
 		printf 'export GITEA_URL=%s\n' "$GITEA_URL"
 		printf 'export FLEET_REPOSITORY=%s/%s\n' "$ORG" "$REPO"
 		printf 'export FLEET_GITEA_TOKEN_FILE=%s\n' "$DEMO/admin-token"
+		printf 'export FLEET_DEMO_MANIFESTS=%s\n' "$DEMO/manifests"
 		printf '# Gitea login (web UI, admin): %s / %s\n' "$GITEA_ADMIN" "$GITEA_ADMIN_PASSWORD"
-		printf '# Worker accounts: %s (password %s), read-only tokens in %s/\n' "${WORKERS[*]}" "$WORKER_PW" "$DEMO/tokens"
+		printf '# Worker accounts: %s (password %s), read-only tokens in %s/ (gateway tokens: Secrets in %s)\n' "${WORKERS[*]}" "$WORKER_PW" "$DEMO/tokens" "$CREDS_NS"
 	} >"$DEMO/env"
 	log "up: $GITEA_URL/$ORG/$REPO with ${#WORKERS[@]} workers and 3 issues"
 	printf '%s\n' "$DEMO/env"

@@ -160,10 +160,16 @@ func giveBack(c client.Client, tc *fleetv1alpha1.TaskClaim) {
 func (o *Options) waitClaim(ctx context.Context, c client.Client, tc *fleetv1alpha1.TaskClaim, pg *progress, what string,
 	done func(*fleetv1alpha1.TaskClaim) bool) (*fleetv1alpha1.TaskClaim, error) {
 	got := &fleetv1alpha1.TaskClaim{}
-	var final error
+	var final, transient error
 	err := wait.PollUntilContextCancel(ctx, o.Poll, true, func(ctx context.Context) (bool, error) {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(tc), got); err != nil {
-			return false, err
+			if errors.As(err, new(apierrors.APIStatus)) {
+				return false, err // the API server answered: not found, forbidden, ...
+			}
+			// No answer (the client's rate limiter would overrun the deadline, a broken
+			// connection): a transient read, retried until the wait ends.
+			transient = err
+			return false, nil
 		}
 		pg.step(fmt.Sprintf("claim %s: %s (phase %s)", got.Name, what, phaseOr(got.Status.Phase)))
 		if done(got) {
@@ -182,6 +188,9 @@ func (o *Options) waitClaim(ctx context.Context, c client.Client, tc *fleetv1alp
 	pg.done()
 	if err != nil {
 		if ctx.Err() != nil {
+			if transient != nil {
+				what += "; last read: " + transient.Error()
+			}
 			return got, &ExitError{Code: ExitTimeout, Err: fmt.Errorf("claim %s: still %s when the wait ended (%s)", tc.Name, phaseOr(got.Status.Phase), what)}
 		}
 		return got, err

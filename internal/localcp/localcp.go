@@ -79,6 +79,20 @@ func (c *ControlPlane) Stop() error {
 	return err
 }
 
+// Install creates every object (namespaced ones too) of the YAML files in dirs, in
+// file-name order: what a local run needs besides the project's manifests, such as the
+// demo Gitea's gateway credentials.
+func (c *ControlPlane) Install(dirs ...string) error {
+	if len(dirs) == 0 {
+		return nil
+	}
+	cl, err := client.New(c.Config, client.Options{})
+	if err != nil {
+		return fmt.Errorf("creating client: %w", err)
+	}
+	return manifests.Create(context.Background(), cl, nil, dirs...)
+}
+
 // installClusterScoped creates every cluster-scoped object of the YAML files in dirs
 // (namespaced objects belong to a deployment and are skipped).
 func installClusterScoped(cfg *rest.Config, dirs []string) error {
