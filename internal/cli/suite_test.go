@@ -19,6 +19,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/clock"
@@ -33,6 +34,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/controller/taskclaim"
 	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
@@ -118,13 +120,26 @@ var _ = BeforeSuite(func() {
 	clk := clock.RealClock{}
 	reviewer := authz.Reviewer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	fence := workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clk}
+	// This host's agent and the fleet coordinator, as cmd/setup.go runs them: only the
+	// holder of a host's Lease writes its rows' ownership and plans its rows.
+	cs, err := kubernetes.NewForConfig(env.Config)
+	Expect(err).NotTo(HaveOccurred())
+	instance := hostagent.NewInstanceID()
+	timings := hostagent.Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second}
+	agent := hostagent.NewHost(cs, agentNamespace, facts.HostID, instance, timings)
+	coordinator := hostagent.NewCoordinator(cs, agentNamespace, instance, timings)
+	Expect(mgr.Add(agent)).To(Succeed())
+	Expect(mgr.Add(coordinator)).To(Succeed())
 	Expect((&workerregistration.Reconciler{Client: mgr.GetClient(), Prober: prober, Clock: clk,
-		Recorder: mgr.GetEventRecorder("workerregistration-controller")}).SetupWithManager(mgr)).To(Succeed())
+		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
+		Agent:    agent, Coordinator: coordinator, AgentNamespace: agentNamespace,
+	}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&retirementplan.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Prober: prober, Reprober: prober,
 		Host:       retirement.Host{HostID: facts.HostID, BootID: facts.BootID, BootTime: facts.BootTime},
 		Repository: repo, Approvers: reviewer, Fence: fence, Clock: clk,
 		Recorder: mgr.GetEventRecorder("retirementplan-controller"),
+		Agent:    agent, AgentNamespace: agentNamespace,
 	}).SetupWithManager(mgr)).To(Succeed())
 	gc, err := giteaclaim.New(srv.URL, srv.Token, giteaclaim.WithHTTPClient(srv.HTTP))
 	Expect(err).NotTo(HaveOccurred())
@@ -137,7 +152,12 @@ var _ = BeforeSuite(func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
+	Eventually(agent.Held, time.Minute).Should(BeTrue(), "the manager is its host's agent")
+	Eventually(coordinator.Held, time.Minute).Should(BeTrue(), "and the fleet coordinator")
 })
+
+// agentNamespace holds the hosts' coordination Leases in this suite.
+const agentNamespace = "fleet-system"
 
 var _ = AfterEach(func() {
 	if CurrentSpecReport().Failed() {
