@@ -63,11 +63,11 @@ func Over(seen claim.TargetState) PublishOption {
 // guarded write with the issue as stored after it (see [Client.write]); only when that
 // answer shows exactly rec in force, and no foreign assignee, does Publish succeed.
 // rec must describe t (its repository, kind and number; the head is not compared); an
-// empty State means
-// [claim.RecordStateActive], any other non-active state is refused. Publishing the
-// record already in force again (same claim, same fields) succeeds without a write, and
-// the holder may rewrite its own in-force record (for example to extend ExpiresAt); a
-// claim that has ended or lapsed is not revived under the same ClaimID (ErrNotInForce).
+// empty State means [claim.RecordStateActive], any other non-active state is refused.
+// Publishing the record already in force again (same claim, same fields) succeeds
+// without a write, and the holder may rewrite its own in-force record (for example to
+// extend ExpiresAt); a claim that has ended or lapsed is not revived under the same
+// ClaimID (ErrNotInForce).
 func (c *Client) Publish(ctx context.Context, t claim.Target, rec claim.Record, opts ...PublishOption) (Published, error) {
 	var o publishOptions
 	for _, opt := range opts {
@@ -97,16 +97,14 @@ func (c *Client) Publish(ctx context.Context, t claim.Target, rec claim.Record, 
 			return Published{}, fmt.Errorf("%w: the state seen is of %s, not %s", ErrInvalidArgument, o.seen.Target, t)
 		}
 		snap = issueSnapshot{body: o.seen.RecordBody, version: o.seen.RecordVersion, assignees: o.seen.Assignees}
-		if o.seen.ClaimRecord != nil {
-			// Parsed from the body once more: the caller's copy may have been normalised
-			// or changed, the body is what the write goes over.
-			var err error
-			if snap.record, err = ParseBody(snap.body); err != nil {
-				return Published{}, fmt.Errorf("%s: %w", t, err)
-			}
-			if snap.record == nil {
-				return Published{}, fmt.Errorf("%w: the state seen holds a record its body does not", ErrInvalidArgument)
-			}
+		// The record is parsed from the body the write goes over, not taken from the
+		// caller's copy.
+		var err error
+		if snap.record, err = ParseBody(snap.body); err != nil {
+			return Published{}, fmt.Errorf("%s: %w", t, err)
+		}
+		if (snap.record == nil) != (o.seen.ClaimRecord == nil) {
+			return Published{}, fmt.Errorf("%w: the state seen and its body disagree about the record", ErrInvalidArgument)
 		}
 	} else {
 		is, err := c.readIssue(ctx, t)
