@@ -26,6 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/controller/taskclaim"
 	"github.com/giteatools/fleet-controller/internal/localcp"
 	"github.com/giteatools/fleet-controller/internal/managercache"
 )
@@ -50,6 +51,7 @@ type options struct {
 	giteaTokenFile string
 	repository     string
 	claimTTL       time.Duration
+	concurrency    int
 	crdDir         string
 	manifestDirs   []string
 	embedded       string
@@ -70,6 +72,8 @@ func main() {
 	flag.StringVar(&o.giteaTokenFile, "gitea-token-file", "", "File holding the Gitea API token of the controller's account. The token is never logged or written to status.")
 	flag.StringVar(&o.repository, "repository", "", "Canonical owner/name repository the fleet works on; default binding for RetirementPlans and the only repository task claims may target.")
 	flag.DurationVar(&o.claimTTL, "claim-ttl", 2*time.Hour, "Lifetime of an activated task capability.")
+	flag.IntVar(&o.concurrency, "taskclaim-concurrency", taskclaim.DefaultConcurrency,
+		"How many TaskClaims are reconciled at once. The per-target Lease compare-and-swap keeps each target's claim exclusive at any value.")
 	flag.StringVar(&o.crdDir, "crd-dir", "config/crd/bases", "CRD manifests installed into the embedded control plane.")
 	o.manifestDirs = []string{"config/rbac", "config/admission"}
 	flag.StringVar(&o.embedded, "embedded", "auto", "Start an embedded control plane: auto (when no kubeconfig or in-cluster config exists), always, never.")
@@ -93,6 +97,9 @@ func run(o options) error {
 
 	if o.claimTTL <= 0 {
 		return fmt.Errorf("--claim-ttl must be positive, got %s", o.claimTTL)
+	}
+	if o.concurrency < 1 {
+		return fmt.Errorf("--taskclaim-concurrency must be at least 1, got %d", o.concurrency)
 	}
 	cfg, kubeconfig, stop, err := restConfig(o)
 	if err != nil {
@@ -145,6 +152,7 @@ func run(o options) error {
 		giteaToken:     giteaToken,
 		repository:     o.repository,
 		claimTTL:       o.claimTTL,
+		concurrency:    o.concurrency,
 		capabilityAddr: o.authzAddr,
 	}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)

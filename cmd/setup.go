@@ -30,6 +30,8 @@ type config struct {
 	repository string
 	// claimTTL is the lifetime of an activated capability.
 	claimTTL time.Duration
+	// concurrency is how many TaskClaims are reconciled at once.
+	concurrency int
 	// capabilityAddr is where the capability-check endpoint listens ("" disables it).
 	capabilityAddr string
 }
@@ -99,5 +101,8 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		TTL:        cfg.claimTTL,
 		Clock:      clk,
 		Recorder:   mgr.GetEventRecorder("taskclaim-controller"),
+		// The rule set is published when the manager starts (SetupWithManager adds the
+		// publisher); claims are refused while the published copy is not in force.
+		MaxConcurrentReconciles: cfg.concurrency,
 	}).SetupWithManager(mgr)
 }

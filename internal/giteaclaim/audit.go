@@ -34,6 +34,9 @@ type Transition struct {
 	Reason string `json:"reason,omitempty"`
 	// At is when the transition happened (UTC, second precision).
 	At time.Time `json:"at"`
+	// RuleSet is the digest of the rule set the claim is decided under;
+	// FormatTransition fills in [claim.RuleSetDigest] when it is empty.
+	RuleSet string `json:"ruleSet,omitempty"`
 
 	// CommentID is the Gitea comment holding the transition (set when read).
 	CommentID int64 `json:"-"`
@@ -84,6 +87,9 @@ func (tr Transition) sentence() string {
 // line, and the audit block.
 func FormatTransition(tr Transition) (string, error) {
 	tr.At = tr.At.UTC().Truncate(time.Second)
+	if tr.RuleSet == "" {
+		tr.RuleSet = claim.RuleSetDigest()
+	}
 	if err := tr.validate(); err != nil {
 		return "", err
 	}

@@ -39,6 +39,7 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		CapabilityVerdict: w.verdict, Now: started, OtherClaims: w.others,
 	})
 	if res.Refused() {
+		countContention(res)
 		return ctrl.Result{}, r.reject(ctx, tc, res, w.worker)
 	}
 	// Move the workflow fence first: a retirement apply running now stops before its next
@@ -51,7 +52,9 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		return ctrl.Result{}, err
 	}
 	if lost {
-		return ctrl.Result{}, r.reject(ctx, tc, claim.ContentionLoss(claim.PredicateLeaseCASConflict, target), w.worker)
+		res := claim.ContentionLoss(claim.PredicateLeaseCASConflict, target)
+		countContention(res)
+		return ctrl.Result{}, r.reject(ctx, tc, res, w.worker)
 	}
 	// The finalizer now shows this claim as acquiring. Look for another claim of the same
 	// worker or identity once more: of two racing claims at least one sees the other
@@ -63,13 +66,20 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 	if others > 0 {
 		return ctrl.Result{}, r.giveUp(ctx, tc, lease, claim.HoldsOtherClaim(target), w.worker)
 	}
-	// A lock alone is only a reservation: publish the authoritative record.
-	if _, err := r.Gitea.Publish(ctx, target, r.record(tc, acq, lease, started)); err != nil {
+	// A lock alone is only a reservation: publish the authoritative record, written over
+	// the issue exactly as this claim's own re-read saw it (its content_version guards the
+	// write, so anything that changed the body since loses it for this claim). Gitea's
+	// answer to that write is the read-back (giteaclaim.Client.Publish says why).
+	published, err := r.Gitea.Publish(ctx, target, r.record(tc, acq, lease, started), giteaclaim.Over(w.state))
+	if err != nil {
 		log.FromContext(ctx).Info("Claim publication failed; releasing the lock", "error", err.Error())
-		return ctrl.Result{}, r.giveUp(ctx, tc, lease, claim.PublicationRefusal(giteaclaim.PublishFailureOf(err), target), w.worker)
+		res := claim.PublicationRefusal(giteaclaim.PublishFailureOf(err), target)
+		countContention(res)
+		return ctrl.Result{}, r.giveUp(ctx, tc, lease, res, w.worker)
 	}
-	capability, res := r.readBack(ctx, tc, acq, lease)
+	capability, res := r.readBack(ctx, tc, acq, lease, published)
 	if capability == nil {
+		countContention(res)
 		return ctrl.Result{}, r.giveUp(ctx, tc, lease, res, w.worker)
 	}
 	if err := r.activate(ctx, tc, capability, res, started); err != nil {
@@ -138,35 +148,35 @@ func (r *Reconciler) record(tc *fleetv1alpha1.TaskClaim, acq claim.Acquisition, 
 		Repository: t.Repository, Kind: claim.Kind(t.Kind), Number: t.Number, HeadSHA: t.HeadSHA,
 		Generation: lease.ResourceVersion, Pin: tc.Spec.Pin, State: claim.RecordStateActive,
 		ClaimedAt: started.Truncate(time.Second), ExpiresAt: started.Add(r.TTL).Truncate(time.Second),
+		RuleSet: claim.RuleSetDigest(),
 	}
 }
 
-// readBack reads both halves of the claim back; only a proven claim activates.
-func (r *Reconciler) readBack(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq claim.Acquisition, lease *coordinationv1.Lease) (*claim.Capability, claim.Result) {
-	rec, _, readErr := r.Gitea.Read(ctx, apiconv.Target(tc.Spec.Target))
+// readBack proves both halves of the claim: the record as Gitea answered the guarded
+// write (published), and the Lease read back from the API server. Only a proven claim
+// activates.
+func (r *Reconciler) readBack(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq claim.Acquisition, lease *coordinationv1.Lease,
+	published giteaclaim.Published) (*claim.Capability, claim.Result) {
 	held := &coordinationv1.Lease{}
 	leaseErr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), held)
-	in := claim.ActivateInput{Validation: acq.Validation, ClaimID: string(tc.UID), LeaseName: lease.Name, Now: r.Clock.Now()}
+	rec := published.Record
+	in := claim.ActivateInput{Validation: acq.Validation, ClaimID: string(tc.UID), LeaseName: lease.Name, Now: r.Clock.Now(), Record: &rec}
 	if leaseErr == nil {
 		in.LeaseGeneration, in.LeaseHolder, _ = lockState(held)
-	}
-	if readErr == nil {
-		in.Record = rec
 	}
 	return claim.Activate(in)
 }
 
-// activate audits and records the won claim. The record is published and proven: that is
-// the claim, whatever happens next.
+// activate records the won claim and audits it once. The record is published and
+// proven: that is the claim, whatever happens next. The one audit comment is posted once
+// the capability is on record, so a status write that fails (and is retried) never
+// leaves a trail showing a claim that never became visible, or two of them.
 func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, c *claim.Capability, res claim.Result, started time.Time) error {
-	r.audit(ctx, tc, claim.EventClaimed, string(c.Role))
 	markActive(tc, c, res)
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err
 	}
-	// Audited once the capability is on record: a status write that fails is retried, and
-	// the trail must not show an activation that never became visible.
-	r.audit(ctx, tc, claim.EventActivated, string(c.Role))
+	r.audit(ctx, tc, claim.EventClaimed, string(c.Role))
 	claimResults.WithLabelValues(string(res.Outcome), "").Inc()
 	claimTransitions.WithLabelValues(string(claim.EventActivated), "").Inc()
 	claimLatency.Observe(r.Clock.Since(started).Seconds())

@@ -28,11 +28,11 @@ type hookedGitea struct {
 	afterPublish  func(giteaclaim.Published, error) (giteaclaim.Published, error)
 }
 
-func (h *hookedGitea) Publish(ctx context.Context, t claim.Target, rec claim.Record) (giteaclaim.Published, error) {
+func (h *hookedGitea) Publish(ctx context.Context, t claim.Target, rec claim.Record, opts ...giteaclaim.PublishOption) (giteaclaim.Published, error) {
 	if h.beforePublish != nil {
 		h.beforePublish()
 	}
-	p, err := h.Gitea.Publish(ctx, t, rec)
+	p, err := h.Gitea.Publish(ctx, t, rec, opts...)
 	if h.afterPublish != nil {
 		return h.afterPublish(p, err)
 	}
@@ -86,7 +86,7 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		if rec := readRecord(t); rec != nil && rec.ClaimID == string(tc.UID) {
 			Expect(rec.State).NotTo(Equal(claim.RecordStateActive), "no record of the refused claim stays in force")
 		}
-		Expect(eventsOf(transitionsOf(got))).NotTo(ContainElement("activated"))
+		Expect(eventsOf(transitionsOf(got))).NotTo(ContainElement("claimed"))
 		expectNeutral(w, t)
 	}
 
@@ -106,7 +106,13 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		Expect(err).NotTo(HaveOccurred())
 		Expect(hooked).To(BeTrue())
 		expectUnwound(tc, t, refusal{"contention", "foreign_claimed", "claim_record_not_ours"})
-		Expect(readRecord(t)).To(BeNil(), "nothing was published")
+		// An assignment carries no version, so the guarded write (over the state the
+		// claim read) lands; Gitea's answer shows the assignee, and the record is ended
+		// at once: it never stood in force for this claim.
+		rec := readRecord(t)
+		Expect(rec).NotTo(BeNil())
+		Expect(rec.ClaimID).To(Equal(string(tc.UID)))
+		Expect(rec.State).To(Equal(claim.RecordStateRevoked))
 		Expect(eventsOf(transitionsOf(tc))).To(Equal([]string{"rejected"}))
 	})
 
@@ -134,9 +140,12 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		h := &hookedGitea{Gitea: gc, afterPublish: func(p giteaclaim.Published, err error) (giteaclaim.Published, error) {
 			Expect(err).NotTo(HaveOccurred())
 			expectReservationOnly(tc, t)
-			_, cerr := gc.Clear(ctx, apiconv.Target(t), string(tc.UID), claim.RecordStateRevoked)
+			// The record is withdrawn as the write lands: Gitea's answer to the guarded
+			// write (the read-back) shows it ended. Gitea's answer to the withdrawal is
+			// that state, as stored.
+			cleared, cerr := gc.Clear(ctx, apiconv.Target(t), string(tc.UID), claim.RecordStateRevoked)
 			Expect(cerr).NotTo(HaveOccurred())
-			return p, err
+			return cleared, err
 		}}
 		r := directReconciler(h, k8s, clock.RealClock{})
 		tc = validateDirect(r, w, t)
@@ -175,7 +184,9 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		Expect(readRecord(t).State).To(Equal(claim.RecordStateReleased), "the published record is ended")
 		Expect(holderOf(lease(nsDirect, t))).To(BeEmpty(), "the lock is freed")
 		Expect(lease(nsDirect, t).OwnerReferences).To(BeEmpty(), "and owned by nobody")
-		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "released"}))
+		// The claim's one audit comment follows its status: the activation never became
+		// visible, so the trail shows only how the published record ended.
+		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"released"}))
 		expectNeutral(w, t)
 	})
 })

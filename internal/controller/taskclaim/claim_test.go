@@ -80,7 +80,7 @@ var _ = Describe("Claiming", func() {
 		expectReadiness(got, "True", "", fleetv1alpha1.ReasonAcquired)
 		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, fleetv1alpha1.ClaimedCondition)).To(BeTrue())
 		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, fleetv1alpha1.CapabilityActiveCondition)).To(BeTrue())
-		Eventually(func() []string { return eventsOf(transitionsOf(got)) }).Should(Equal([]string{"claimed", "activated"}))
+		Eventually(func() []string { return eventsOf(transitionsOf(got)) }).Should(Equal([]string{"claimed"}))
 		Eventually(func() []string { return eventReasons(got) }).Should(ContainElement(fleetv1alpha1.ReasonAcquired))
 		for _, tr := range transitionsOf(got) {
 			Expect(tr.Author).To(Equal(srv.AdminLogin), "audit comments are posted by the controller's identity")

@@ -19,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -58,15 +59,15 @@ type Reconciler struct {
 	ActiveRecheck time.Duration
 	Clock         clock.PassiveClock
 	Recorder      events.EventRecorder
+	// MaxConcurrentReconciles is how many claims are reconciled at once (the manager's
+	// default when zero). The per-target Lease compare-and-swap keeps each target's claim
+	// exclusive however many run.
+	MaxConcurrentReconciles int
+	// Rules publishes the rule set and says whether the published copy is in force (one
+	// made from Gitea and Repository when nil; SetupWithManager runs it with the manager).
+	Rules *RulePublisher
 
-	rules rulePublication
-}
-
-// rulePublication publishes the versioned rule set once per process; a failed attempt is
-// retried by the next reconcile.
-type rulePublication struct {
-	mu        sync.Mutex
-	published bool
+	rulesInit sync.Once
 }
 
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims,verbs=get;list;watch;update;patch;claim-for-any
@@ -94,7 +95,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease, nil)
 	}
-	if err := r.publishRules(ctx); err != nil {
+	if refused, err := r.refuseWithoutRules(ctx, tc, step); refused || err != nil {
 		return ctrl.Result{}, err
 	}
 	switch step {
@@ -116,21 +117,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.claim(ctx, tc)
 	}
 	return ctrl.Result{}, nil // StepAwaitPin: the worker repeats the pin in spec
-}
-
-// publishRules publishes the versioned rule set to the repository once per process.
-func (r *Reconciler) publishRules(ctx context.Context) error {
-	r.rules.mu.Lock()
-	defer r.rules.mu.Unlock()
-	if r.rules.published {
-		return nil
-	}
-	data, _ := claim.RuleSet()
-	if _, err := r.Gitea.PublishFile(ctx, r.Repository, claim.RuleSetPath, data, "Publish task-claim rule set "+claim.RuleSetDigest()); err != nil {
-		return fmt.Errorf("publishing the claim rule set: %w", err)
-	}
-	r.rules.published = true
-	return nil
 }
 
 // validate derives the role and pins the state, or refuses.
@@ -158,6 +144,9 @@ func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) 
 // checkActive ends an active capability as soon as any trigger fires.
 func (r *Reconciler) checkActive(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ctrl.Result, error) {
 	capability := apiconv.Capability(tc)
+	if done, err := r.endGivenBack(ctx, tc, capability); done {
+		return ctrl.Result{}, err
+	}
 	w, err := r.gather(ctx, tc)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -183,7 +172,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, tc *fleetv1alpha1.TaskClai
 // SetupWithManager watches claims (spec changes) and their workers' registrations
 // (retirement or lost liveness is ownership loss).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.Add(r.rulePublisher()); err != nil {
+		return fmt.Errorf("adding the rule set publisher: %w", err)
+	}
 	return ctrl.NewControllerManagedBy(mgr).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		For(&fleetv1alpha1.TaskClaim{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&fleetv1alpha1.WorkerRegistration{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfWorker)).
 		Named("taskclaim").
