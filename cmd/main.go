@@ -15,17 +15,21 @@ import (
 	"syscall"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/controller/taskclaim"
 	"github.com/giteatools/fleet-controller/internal/localcp"
 )
 
@@ -49,6 +53,8 @@ type options struct {
 	giteaTokenFile string
 	repository     string
 	claimTTL       time.Duration
+	sweepInterval  time.Duration
+	retryMaxDelay  time.Duration
 	crdDir         string
 	manifestDirs   []string
 	embedded       string
@@ -68,6 +74,8 @@ func main() {
 	flag.StringVar(&o.giteaTokenFile, "gitea-token-file", "", "File holding the Gitea API token of the controller's account. The token is never logged or written to status.")
 	flag.StringVar(&o.repository, "repository", "", "Canonical owner/name repository the fleet works on; default binding for RetirementPlans and the only repository task claims may target.")
 	flag.DurationVar(&o.claimTTL, "claim-ttl", 2*time.Hour, "Lifetime of an activated task capability.")
+	flag.DurationVar(&o.sweepInterval, "claim-sweep-interval", taskclaim.DefaultSweepInterval, "How often Gitea records and claim locks left behind by deleted claims are swept.")
+	flag.DurationVar(&o.retryMaxDelay, "claim-retry-max-delay", taskclaim.DefaultRetryMaxDelay, "Cap of the exponential backoff of failed claim reconciles (for example ending a record while Gitea is down).")
 	flag.StringVar(&o.crdDir, "crd-dir", "config/crd/bases", "CRD manifests installed into the embedded control plane.")
 	o.manifestDirs = []string{"config/rbac", "config/admission"}
 	flag.StringVar(&o.embedded, "embedded", "auto", "Start an embedded control plane: auto (when no kubeconfig or in-cluster config exists), always, never.")
@@ -114,7 +122,10 @@ func run(o options) error {
 		giteaToken = strings.TrimSpace(string(b))
 	}
 
-	cacheOpts := cache.Options{}
+	// Of all Leases, the manager caches only the claim locks it watches.
+	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{taskclaim.LockLabel: "true"})},
+	}}
 	if o.namespaces != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range strings.Split(o.namespaces, ",") {
@@ -141,6 +152,8 @@ func run(o options) error {
 		giteaToken:     giteaToken,
 		repository:     o.repository,
 		claimTTL:       o.claimTTL,
+		sweepInterval:  o.sweepInterval,
+		retryMaxDelay:  o.retryMaxDelay,
 		capabilityAddr: o.authzAddr,
 	}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/giteatools/fleet-controller/internal/claim"
 )
@@ -90,7 +91,7 @@ func (c *Client) Publish(ctx context.Context, t claim.Target, rec claim.Record) 
 		foreign.Holder = current
 	}
 	for _, a := range is.assigneeLogins() {
-		if a != rec.Identity {
+		if !strings.EqualFold(a, rec.Identity) {
 			foreign.Assignees = append(foreign.Assignees, a)
 		}
 	}
@@ -200,7 +201,7 @@ func (c *Client) verify(ctx context.Context, t claim.Target, want claim.Record) 
 		// visible now, and an issue assigned to someone else is not ours to hold.
 		foreign := &ForeignClaimError{Target: t}
 		for _, a := range is.assigneeLogins() {
-			if a != want.Identity {
+			if !strings.EqualFold(a, want.Identity) {
 				foreign.Assignees = append(foreign.Assignees, a)
 			}
 		}

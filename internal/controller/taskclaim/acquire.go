@@ -3,6 +3,7 @@ package taskclaim
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -20,8 +21,11 @@ import (
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 )
 
-// lockLabel marks the per-target lock Leases.
-const lockLabel = "fleet.giteatools.dev/claim-lock"
+// LockLabel marks the per-target lock Leases (value "true"); the manager caches and
+// watches only Leases with it.
+const LockLabel = "fleet.giteatools.dev/claim-lock"
+
+const lockLabel = LockLabel
 
 // claim re-reads everything, wins the per-target lock, publishes in Gitea, reads back,
 // and only then activates the capability. Each step that fails after the lock was won
@@ -39,8 +43,12 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		CapabilityVerdict: w.verdict, Now: started, OtherClaims: w.others,
 	})
 	if res.Refused() {
-		return ctrl.Result{}, r.reject(ctx, tc, res, w.worker)
+		return ctrl.Result{}, r.reject(ctx, tc, res)
 	}
+	// A record of this very claim already in force means an earlier attempt published it
+	// (and audited it) and then failed to record the activation: publishing again is a
+	// read-back, and the "claimed" comment is not posted twice.
+	republished := recordOf(w.state.ClaimRecord, tc)
 	// Move the workflow fence first: a retirement apply running now stops before its next
 	// write rather than retire this worker on a stale view of the active claims.
 	if err := r.Fence.Bump(ctx, tc.Namespace); err != nil {
@@ -51,7 +59,7 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		return ctrl.Result{}, err
 	}
 	if lost {
-		return ctrl.Result{}, r.reject(ctx, tc, claim.ContentionLoss(claim.PredicateLeaseCASConflict, target), w.worker)
+		return ctrl.Result{}, r.reject(ctx, tc, claim.ContentionLoss(claim.PredicateLeaseCASConflict, target))
 	}
 	// The finalizer now shows this claim as acquiring. Look for another claim of the same
 	// worker or identity once more: of two racing claims at least one sees the other
@@ -61,18 +69,20 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		return ctrl.Result{}, err // retried: the lock is already this claim's
 	}
 	if others > 0 {
-		return ctrl.Result{}, r.giveUp(ctx, tc, lease, claim.HoldsOtherClaim(target), w.worker)
+		return ctrl.Result{}, r.reject(ctx, tc, claim.HoldsOtherClaim(target))
 	}
-	// A lock alone is only a reservation: publish the authoritative record.
+	// A lock alone is only a reservation: publish the authoritative record. Every refusal
+	// from here on goes through finish (the claim holds the finalizer now): whatever may
+	// have landed in Gitea is ended and the lock released before the finalizer goes.
 	if _, err := r.Gitea.Publish(ctx, target, r.record(tc, acq, lease, started)); err != nil {
 		log.FromContext(ctx).Info("Claim publication failed; releasing the lock", "error", err.Error())
-		return ctrl.Result{}, r.giveUp(ctx, tc, lease, claim.PublicationRefusal(giteaclaim.PublishFailureOf(err), target), w.worker)
+		return ctrl.Result{}, r.reject(ctx, tc, claim.PublicationRefusal(giteaclaim.PublishFailureOf(err), target))
 	}
 	capability, res := r.readBack(ctx, tc, acq, lease)
 	if capability == nil {
-		return ctrl.Result{}, r.giveUp(ctx, tc, lease, res, w.worker)
+		return ctrl.Result{}, r.reject(ctx, tc, res)
 	}
-	if err := r.activate(ctx, tc, capability, res, started); err != nil {
+	if err := r.activate(ctx, tc, capability, res, started, republished); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: claim.RecheckAfter(capability.ExpiresAt, r.Clock.Now(), r.ActiveRecheck)}, nil
@@ -156,31 +166,61 @@ func (r *Reconciler) readBack(ctx context.Context, tc *fleetv1alpha1.TaskClaim, 
 	return claim.Activate(in)
 }
 
-// activate audits and records the won claim. The record is published and proven: that is
-// the claim, whatever happens next.
-func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, c *claim.Capability, res claim.Result, started time.Time) error {
-	r.audit(ctx, tc, claim.EventClaimed, string(c.Role))
+// activate audits, shows and records the won claim. The record is published and proven:
+// that is the claim, whatever happens next, so it is audited now, with one "claimed"
+// comment (unless an earlier attempt already published and audited this very record).
+// The worker's identity is then assigned to the target so people see who holds it; a
+// failed assignment is an Event, not a different decision (the record is the authority).
+func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, c *claim.Capability, res claim.Result, started time.Time, republished bool) error {
+	if !republished {
+		r.audit(ctx, tc, claim.EventClaimed, string(c.Role))
+		claimTransitions.WithLabelValues(string(claim.EventClaimed), "").Inc()
+	}
+	if !r.SkipAssignment {
+		if err := r.Gitea.Assign(ctx, c.Target, c.Identity); err != nil {
+			log.FromContext(ctx).Error(err, "Assigning the claimed target to the worker failed")
+			r.Recorder.Eventf(tc, nil, "Warning", "AssignmentFailed", "Claim", "Could not assign %s to %s: %s", apiconv.Target(tc.Spec.Target), c.Identity, err.Error())
+		}
+	}
 	markActive(tc, c, res)
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err
 	}
-	// Audited once the capability is on record: a status write that fails is retried, and
-	// the trail must not show an activation that never became visible.
-	r.audit(ctx, tc, claim.EventActivated, string(c.Role))
 	claimResults.WithLabelValues(string(res.Outcome), "").Inc()
-	claimTransitions.WithLabelValues(string(claim.EventActivated), "").Inc()
 	claimLatency.Observe(r.Clock.Since(started).Seconds())
 	r.Recorder.Eventf(tc, nil, "Normal", fleetv1alpha1.ReasonAcquired, "Claim", "Claimed %s as %s", apiconv.Target(tc.Spec.Target), c.Role)
 	return nil
 }
 
-// giveUp refuses a claim that won the lock but did not activate. The write may have landed
-// even though the call failed (an unverified write, or a read-back that showed something
-// else): no record of this refused claim is left in force, and the lock is released.
-func (r *Reconciler) giveUp(ctx context.Context, tc *fleetv1alpha1.TaskClaim, lease *coordinationv1.Lease, res claim.Result, w claim.Worker) error {
-	r.clearOwnRecord(ctx, tc, claim.RecordStateRevoked)
-	if err := r.releaseLease(ctx, tc, lease); err != nil {
-		return err
+// recordOf reports whether rec is this claim's record, in force as written.
+func recordOf(rec *claim.Record, tc *fleetv1alpha1.TaskClaim) bool {
+	return rec != nil && rec.ClaimID == string(tc.UID) && rec.State == claim.RecordStateActive
+}
+
+// ensureLock creates the target's lock, free and owned by nobody, if it does not exist
+// yet, so every validation pins a real generation (a resourceVersion, never reused) and
+// no pin can ever mean "no lock". That is what makes deleting a lock safe: a pin of a
+// deleted lock's generation can match no later lock. Only targets in the controller's
+// repository get a lock; the others are refused anyway.
+func (r *Reconciler) ensureLock(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
+	if !strings.EqualFold(tc.Spec.Target.Repository, r.Repository) {
+		return nil
 	}
-	return r.reject(ctx, tc, res, w)
+	key := client.ObjectKey{Namespace: tc.Namespace, Name: claim.LockName(apiconv.Target(tc.Spec.Target))}
+	err := r.APIReader.Get(ctx, key, &coordinationv1.Lease{})
+	if !apierrors.IsNotFound(err) {
+		if err != nil {
+			return fmt.Errorf("reading claim lock: %w", err)
+		}
+		return nil
+	}
+	now := metav1.NewMicroTime(r.Clock.Now())
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{lockLabel: "true"}},
+		Spec:       coordinationv1.LeaseSpec{RenewTime: &now, LeaseDurationSeconds: ptr.To(int32(r.TTL / time.Second))},
+	}
+	if err := r.Create(ctx, lease); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating claim lock %s: %w", key.Name, err)
+	}
+	return nil
 }

@@ -105,9 +105,10 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		_, err := reconcileOnce(r, tc)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(hooked).To(BeTrue())
-		expectUnwound(tc, t, refusal{"contention", "foreign_claimed", "claim_record_not_ours"})
+		// The assignment, not another claim's record, is in the way: the typed reason says so.
+		expectUnwound(tc, t, refusal{"contention", "foreign_claimed", "assignee_foreign"})
 		Expect(readRecord(t)).To(BeNil(), "nothing was published")
-		Expect(eventsOf(transitionsOf(tc))).To(Equal([]string{"rejected"}))
+		Expect(commentCount(t)).To(BeZero(), "a refusal before publication posts nothing in Gitea")
 	})
 
 	It("leaves no record in force when the publication could not be verified", func() {
@@ -126,6 +127,7 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		Expect(rec).NotTo(BeNil())
 		Expect(rec.ClaimID).To(Equal(string(tc.UID)))
 		Expect(rec.State).To(Equal(claim.RecordStateRevoked), "the landed record is ended, not left in force for an hour")
+		Expect(eventsOf(transitionsOf(tc))).To(Equal([]string{"rejected"}), "a record that reached Gitea gets one comment about its end")
 	})
 
 	It("refuses activation when the read-back does not show the claim in force", func() {

@@ -24,6 +24,8 @@ type Gitea interface {
 	Clear(ctx context.Context, t claim.Target, claimID string, final claim.RecordState) (giteaclaim.Published, error)
 	RecordTransition(ctx context.Context, t claim.Target, tr giteaclaim.Transition) (giteaclaim.Transition, error)
 	PublishFile(ctx context.Context, repo, path string, content []byte, message string) (giteaclaim.FileCommit, error)
+	Assign(ctx context.Context, t claim.Target, login string) error
+	Unassign(ctx context.Context, t claim.Target, login string) error
 }
 
 var _ Gitea = (*giteaclaim.Client)(nil)
