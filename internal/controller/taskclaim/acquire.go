@@ -27,6 +27,9 @@ const LockLabel = "fleet.giteatools.dev/claim-lock"
 
 const lockLabel = LockLabel
 
+// lockLabels are the labels of every claim lock.
+func lockLabels() map[string]string { return map[string]string{LockLabel: "true"} }
+
 // claim re-reads everything, wins the per-target lock, publishes in Gitea, reads back,
 // and only then activates the capability. Each step that fails after the lock was won
 // gives the lock (and any record of this claim) back before the refusal is written.
@@ -115,7 +118,7 @@ func (r *Reconciler) lock(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq 
 func (r *Reconciler) acquireLease(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq claim.Acquisition) (*coordinationv1.Lease, bool, error) {
 	now := metav1.NewMicroTime(r.Clock.Now())
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace,
-		Name: claim.LockName(apiconv.Target(tc.Spec.Target)), Labels: map[string]string{lockLabel: "true"}}}
+		Name: claim.LockName(apiconv.Target(tc.Spec.Target)), Labels: lockLabels()}}
 	if acq.AlreadyHeld {
 		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), lease)
 		return lease, false, err
@@ -216,7 +219,7 @@ func (r *Reconciler) ensureLock(ctx context.Context, tc *fleetv1alpha1.TaskClaim
 	}
 	now := metav1.NewMicroTime(r.Clock.Now())
 	lease := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{lockLabel: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: lockLabels()},
 		Spec:       coordinationv1.LeaseSpec{RenewTime: &now, LeaseDurationSeconds: ptr.To(int32(r.TTL / time.Second))},
 	}
 	if err := r.Create(ctx, lease); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -40,7 +40,7 @@ func registrationChanged(old, cur client.Object) bool {
 // isLock reports whether a Lease is a per-target claim lock (not, for example, the
 // workflow fence or a leader-election lease).
 func isLock(o client.Object) bool {
-	return o.GetLabels()[lockLabel] == "true"
+	return o.GetLabels()[lockLabel] == lockLabels()[lockLabel]
 }
 
 // lockChangeMatters passes the lock events an active claim must see: a lock deleted, or

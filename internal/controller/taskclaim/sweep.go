@@ -144,7 +144,7 @@ func (s *Sweeper) sweepRecords(ctx context.Context, res *SweepResult) error {
 
 func (s *Sweeper) sweepLocks(ctx context.Context, res *SweepResult) error {
 	locks := &coordinationv1.LeaseList{}
-	if err := s.Reader.List(ctx, locks, client.MatchingLabels{lockLabel: "true"}); err != nil {
+	if err := s.Reader.List(ctx, locks, client.MatchingLabels(lockLabels())); err != nil {
 		return fmt.Errorf("listing claim locks: %w", err)
 	}
 	exists, err := s.claimIDs(ctx)
