@@ -16,11 +16,15 @@ import (
 	"syscall"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -52,6 +56,8 @@ type options struct {
 	repository     string
 	claimTTL       time.Duration
 	concurrency    int
+	sweepInterval  time.Duration
+	retryMaxDelay  time.Duration
 	crdDir         string
 	manifestDirs   []string
 	embedded       string
@@ -74,6 +80,8 @@ func main() {
 	flag.DurationVar(&o.claimTTL, "claim-ttl", 2*time.Hour, "Lifetime of an activated task capability.")
 	flag.IntVar(&o.concurrency, "taskclaim-concurrency", taskclaim.DefaultConcurrency,
 		"How many TaskClaims are reconciled at once. The per-target Lease compare-and-swap keeps each target's claim exclusive at any value.")
+	flag.DurationVar(&o.sweepInterval, "claim-sweep-interval", taskclaim.DefaultSweepInterval, "How often Gitea records and claim locks left behind by deleted claims are swept.")
+	flag.DurationVar(&o.retryMaxDelay, "claim-retry-max-delay", taskclaim.DefaultRetryMaxDelay, "Cap of the exponential backoff of failed claim reconciles (for example ending a record while Gitea is down).")
 	flag.StringVar(&o.crdDir, "crd-dir", "config/crd/bases", "CRD manifests installed into the embedded control plane.")
 	o.manifestDirs = []string{"config/rbac", "config/admission"}
 	flag.StringVar(&o.embedded, "embedded", "auto", "Start an embedded control plane: auto (when no kubeconfig or in-cluster config exists), always, never.")
@@ -134,6 +142,10 @@ func run(o options) error {
 		}
 	}
 	cacheOpts := managercache.Options(namespaces)
+	// Of all Leases, the manager caches only the claim locks it watches.
+	cacheOpts.ByObject = map[client.Object]cache.ByObject{
+		&coordinationv1.Lease{}: {Label: labels.SelectorFromSet(labels.Set{taskclaim.LockLabel: "true"})},
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
@@ -153,6 +165,8 @@ func run(o options) error {
 		repository:     o.repository,
 		claimTTL:       o.claimTTL,
 		concurrency:    o.concurrency,
+		sweepInterval:  o.sweepInterval,
+		retryMaxDelay:  o.retryMaxDelay,
 		capabilityAddr: o.authzAddr,
 	}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)

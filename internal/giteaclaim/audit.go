@@ -68,7 +68,8 @@ func (tr Transition) validate() error {
 // sentence is the human-readable first line of an audit comment.
 func (tr Transition) sentence() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Claim `%s` of worker `%s` (@%s", tr.ClaimID, tr.Worker, tr.Identity)
+	// The identity is quoted, not @-mentioned: an audit trail notifies nobody.
+	fmt.Fprintf(&b, "Claim `%s` of worker `%s` (identity `%s`", tr.ClaimID, tr.Worker, tr.Identity)
 	if tr.Role != "" {
 		fmt.Fprintf(&b, ", role %s", tr.Role)
 	}

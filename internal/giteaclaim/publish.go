@@ -18,11 +18,18 @@ type Published struct {
 	ContentVersion int64
 }
 
-// casPatch is the whole body of the guarded PATCH: Gitea only enforces the
-// version when nothing else is being edited, so no other field is sent.
+// casPatch is the guarded PATCH: the body, the content_version it was read at and,
+// when the claim's assignment changes with the record, the whole new assignee list.
+//
+// Gitea 1.26's EditIssue (routers/api/v1/repo/issue.go) refuses a stale content_version
+// with 409 before it edits anything, writes the body through the version-guarded
+// update, and only then replaces the assignees; its answer shows both as stored. So the
+// assignment costs no request of its own and never lands without the record. nil
+// Assignees leaves them alone; an empty list clears them.
 type casPatch struct {
-	Body           string `json:"body"`
-	ContentVersion int64  `json:"content_version"`
+	Body           string    `json:"body"`
+	ContentVersion int64     `json:"content_version"`
+	Assignees      *[]string `json:"assignees,omitempty"`
 }
 
 // Read returns the claim record in the target's body (nil when there is none)
@@ -45,6 +52,40 @@ type PublishOption func(*publishOptions)
 
 type publishOptions struct {
 	seen *claim.TargetState
+	// assign makes the write (Publish) add the record's identity to the assignees, or
+	// (Clear) remove it.
+	assign bool
+}
+
+// Assigning makes the guarded write also change the target's assignment: Publish assigns
+// the record's identity, Clear removes it (keeping every other assignee). The assignee
+// list sent is the one read, so an assignment made by someone between that read and the
+// write is replaced (assignments carry no version Gitea could guard).
+func Assigning() PublishOption {
+	return func(o *publishOptions) { o.assign = true }
+}
+
+// withAssignee returns the assignee list with login added (add) or removed, and whether
+// it differs from assignees. Logins compare case-insensitively, as Gitea compares them.
+func withAssignee(assignees []string, login string, add bool) ([]string, bool) {
+	next := make([]string, 0, len(assignees)+1)
+	found := false
+	for _, a := range assignees {
+		if strings.EqualFold(a, login) {
+			found = true
+			if !add {
+				continue
+			}
+		}
+		next = append(next, a)
+	}
+	if found == add {
+		return assignees, false
+	}
+	if add {
+		next = append(next, login)
+	}
+	return next, true
 }
 
 // Over makes Publish write over the issue as seen, a [Client.ReadTarget] answer taken by
@@ -134,12 +175,18 @@ func (c *Client) Publish(ctx context.Context, t claim.Target, rec claim.Record, 
 		c.afterRead(version)
 	}
 
-	if current != nil && sameRecord(*current, rec) {
+	var assignees *[]string
+	if o.assign {
+		if next, changed := withAssignee(snap.assignees, rec.Identity, true); changed {
+			assignees = &next
+		}
+	}
+	if current != nil && sameRecord(*current, rec) && assignees == nil {
 		// Already in force exactly as asked, and the read just made (or the caller's)
 		// showed it: nothing to write.
 		return Published{Record: *current, ContentVersion: version}, nil
 	}
-	return c.write(ctx, t, snap.body, version, rec)
+	return c.write(ctx, t, snap.body, version, rec, assignees)
 }
 
 // issueSnapshot is the part of one read of an issue a guarded write starts from.
@@ -176,8 +223,13 @@ func foreignAssignees(assignees []string, identity string) []string {
 // It refuses with ErrNotInForce unless the body holds claimID in state active
 // (its expiry time may have passed: only the holder or the controller ends a
 // claim explicitly). Clearing a record that already carries final succeeds
-// without a write, so a repeated Clear is harmless.
-func (c *Client) Clear(ctx context.Context, t claim.Target, claimID string, final claim.RecordState) (Published, error) {
+// without a write, so a repeated Clear is harmless. With [Assigning], the same write
+// removes the record's identity from the assignees.
+func (c *Client) Clear(ctx context.Context, t claim.Target, claimID string, final claim.RecordState, opts ...PublishOption) (Published, error) {
+	var o publishOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if claimID == "" {
 		return Published{}, fmt.Errorf("%w: claimID is empty", ErrInvalidArgument)
 	}
@@ -205,7 +257,13 @@ func (c *Client) Clear(ctx context.Context, t claim.Target, claimID string, fina
 	}
 	next := *current
 	next.State = final
-	return c.write(ctx, t, snap.body, version, next)
+	var assignees *[]string
+	if o.assign {
+		if rest, changed := withAssignee(snap.assignees, current.Identity, false); changed {
+			assignees = &rest
+		}
+	}
+	return c.write(ctx, t, snap.body, version, next, assignees)
 }
 
 // write puts rec into body, writes it guarded by version, and checks Gitea's answer.
@@ -221,12 +279,12 @@ func (c *Client) Clear(ctx context.Context, t claim.Target, claimID string, fina
 // is rec, no foreign assignee), and a write whose answer is lost or unreadable is
 // ErrUnverified: it may have landed, and the caller must settle that (Clear) before it
 // gives up.
-func (c *Client) write(ctx context.Context, t claim.Target, body string, version int64, rec claim.Record) (Published, error) {
+func (c *Client) write(ctx context.Context, t claim.Target, body string, version int64, rec claim.Record, assignees *[]string) (Published, error) {
 	body, err := WithRecord(body, rec)
 	if err != nil {
 		return Published{}, fmt.Errorf("%s: %w", t, err)
 	}
-	is, err := c.patchBody(ctx, t, body, version)
+	is, err := c.patchBody(ctx, t, body, version, assignees)
 	if err != nil {
 		return Published{}, err
 	}
@@ -235,14 +293,14 @@ func (c *Client) write(ctx context.Context, t claim.Target, body string, version
 
 // patchBody performs the guarded body write and returns Gitea's answer: the issue as
 // stored after the write.
-func (c *Client) patchBody(ctx context.Context, t claim.Target, body string, version int64) (*rawIssue, error) {
+func (c *Client) patchBody(ctx context.Context, t claim.Target, body string, version int64, assignees *[]string) (*rawIssue, error) {
 	owner, name, err := validateTarget(t)
 	if err != nil {
 		return nil, err
 	}
 	var is rawIssue
 	err = c.doJSON(ctx, http.MethodPatch, issuePath(owner, name, t.Number),
-		casPatch{Body: body, ContentVersion: version}, &is)
+		casPatch{Body: body, ContentVersion: version, Assignees: assignees}, &is)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrConflict):

@@ -359,10 +359,10 @@ func TestWireFormatUnchanged(t *testing.T) {
 			`<!-- fleet-claim:v1 {"claimID":"claim-1","worker":"worker-a","identity":"alice","role":"author","repository":"org/repo","kind":"PullRequest","number":7,"headSHA":"0123abcd","generation":"42","pin":"\u003c--\u003e\u0026","state":"revoked","claimedAt":"2026-07-31T15:18:17Z","expiresAt":"2026-07-31T16:18:17Z","ruleSet":"sha256:0123"} -->`},
 		{"revocation comment", format(Transition{Event: claim.EventRevoked, Trigger: claim.TriggerOwnershipLoss, ClaimID: "c1", Worker: "w1",
 			Identity: "alice", Role: "reviewer", Reason: "lease moved", At: at.Add(300 * time.Millisecond)}),
-			"Claim `c1` of worker `w1` (@alice, role reviewer) revoked (trigger: ownership_loss) (reason: lease moved) at 2026-07-31T15:18:17Z.\n\n" +
+			"Claim `c1` of worker `w1` (identity `alice`, role reviewer) revoked (trigger: ownership_loss) (reason: lease moved) at 2026-07-31T15:18:17Z.\n\n" +
 				`<!-- fleet-claim-audit:v1 {"event":"revoked","trigger":"ownership_loss","claimID":"c1","worker":"w1","identity":"alice","role":"reviewer","reason":"lease moved","at":"2026-07-31T15:18:17Z","ruleSet":"` + claim.RuleSetDigest() + `"} -->`},
 		{"rejection comment", format(Transition{Event: claim.EventRejected, ClaimID: "c2", Worker: "w2", Identity: "bob", At: at, RuleSet: "sha256:0123"}),
-			"Claim `c2` of worker `w2` (@bob) rejected at 2026-07-31T15:18:17Z.\n\n" +
+			"Claim `c2` of worker `w2` (identity `bob`) rejected at 2026-07-31T15:18:17Z.\n\n" +
 				`<!-- fleet-claim-audit:v1 {"event":"rejected","claimID":"c2","worker":"w2","identity":"bob","at":"2026-07-31T15:18:17Z","ruleSet":"sha256:0123"} -->`},
 		{"foreign claim error", (&ForeignClaimError{Target: tg, Holder: &rec, Assignees: []string{"bob"}}).Error(),
 			`org/repo#9 (PullRequest): target is held by another claim: claim "claim-1" of alice until 2026-07-31T16:18:17Z; assigned to bob`},

@@ -3,6 +3,7 @@ package taskclaim
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -20,8 +21,14 @@ import (
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 )
 
-// lockLabel marks the per-target lock Leases.
-const lockLabel = "fleet.giteatools.dev/claim-lock"
+// LockLabel marks the per-target lock Leases (value "true"); the manager caches and
+// watches only Leases with it.
+const LockLabel = "fleet.giteatools.dev/claim-lock"
+
+const lockLabel = LockLabel
+
+// lockLabels are the labels of every claim lock.
+func lockLabels() map[string]string { return map[string]string{LockLabel: "true"} }
 
 // claim re-reads everything, wins the per-target lock, publishes in Gitea, reads back,
 // and only then activates the capability. Each step that fails after the lock was won
@@ -40,7 +47,7 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 	})
 	if res.Refused() {
 		countContention(res)
-		return ctrl.Result{}, r.reject(ctx, tc, res, w.worker)
+		return ctrl.Result{}, r.reject(ctx, tc, res)
 	}
 	// Move the workflow fence first: a retirement apply running now stops before its next
 	// write rather than retire this worker on a stale view of the active claims.
@@ -54,7 +61,7 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 	if lost {
 		res := claim.ContentionLoss(claim.PredicateLeaseCASConflict, target)
 		countContention(res)
-		return ctrl.Result{}, r.reject(ctx, tc, res, w.worker)
+		return ctrl.Result{}, r.reject(ctx, tc, res)
 	}
 	// The finalizer now shows this claim as acquiring. Look for another claim of the same
 	// worker or identity once more: of two racing claims at least one sees the other
@@ -64,23 +71,27 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		return ctrl.Result{}, err // retried: the lock is already this claim's
 	}
 	if others > 0 {
-		return ctrl.Result{}, r.giveUp(ctx, tc, lease, claim.HoldsOtherClaim(target), w.worker)
+		return ctrl.Result{}, r.reject(ctx, tc, claim.HoldsOtherClaim(target))
 	}
 	// A lock alone is only a reservation: publish the authoritative record, written over
 	// the issue exactly as this claim's own re-read saw it (its content_version guards the
 	// write, so anything that changed the body since loses it for this claim). Gitea's
-	// answer to that write is the read-back (giteaclaim.Client.Publish says why).
-	published, err := r.Gitea.Publish(ctx, target, r.record(tc, acq, lease, started), giteaclaim.Over(w.state))
+	// answer to that write is the read-back (giteaclaim.Client.Publish says why). The same
+	// guarded write assigns the worker's identity, so people see who holds the target.
+	// Every refusal from here on goes through finish (the claim holds the finalizer now):
+	// whatever may have landed in Gitea is ended and the lock released before the
+	// finalizer goes.
+	published, err := r.Gitea.Publish(ctx, target, r.record(tc, acq, lease, started), r.publishOptions(giteaclaim.Over(w.state))...)
 	if err != nil {
 		log.FromContext(ctx).Info("Claim publication failed; releasing the lock", "error", err.Error())
 		res := claim.PublicationRefusal(giteaclaim.PublishFailureOf(err), target)
 		countContention(res)
-		return ctrl.Result{}, r.giveUp(ctx, tc, lease, res, w.worker)
+		return ctrl.Result{}, r.reject(ctx, tc, res)
 	}
 	capability, res := r.readBack(ctx, tc, acq, lease, published)
 	if capability == nil {
 		countContention(res)
-		return ctrl.Result{}, r.giveUp(ctx, tc, lease, res, w.worker)
+		return ctrl.Result{}, r.reject(ctx, tc, res)
 	}
 	if err := r.activate(ctx, tc, capability, res, started); err != nil {
 		return ctrl.Result{}, err
@@ -115,7 +126,7 @@ func (r *Reconciler) lock(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq 
 func (r *Reconciler) acquireLease(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq claim.Acquisition) (*coordinationv1.Lease, bool, error) {
 	now := metav1.NewMicroTime(r.Clock.Now())
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace,
-		Name: claim.LockName(apiconv.Target(tc.Spec.Target)), Labels: map[string]string{lockLabel: "true"}}}
+		Name: claim.LockName(apiconv.Target(tc.Spec.Target)), Labels: lockLabels()}}
 	if acq.AlreadyHeld {
 		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), lease)
 		return lease, false, err
@@ -168,29 +179,57 @@ func (r *Reconciler) readBack(ctx context.Context, tc *fleetv1alpha1.TaskClaim, 
 }
 
 // activate records the won claim and audits it once. The record is published and
-// proven: that is the claim, whatever happens next. The one audit comment is posted once
-// the capability is on record, so a status write that fails (and is retried) never
-// leaves a trail showing a claim that never became visible, or two of them.
+// proven: that is the claim, whatever happens next. The one "claimed" comment is posted
+// once the capability is on record, so a status write that fails (and is retried, the
+// publication then being a read-back of this very record) never leaves a trail showing a
+// claim that never became visible, or two of them.
 func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, c *claim.Capability, res claim.Result, started time.Time) error {
 	markActive(tc, c, res)
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err
 	}
 	r.audit(ctx, tc, claim.EventClaimed, string(c.Role))
+	claimTransitions.WithLabelValues(string(claim.EventClaimed), "").Inc()
 	claimResults.WithLabelValues(string(res.Outcome), "").Inc()
-	claimTransitions.WithLabelValues(string(claim.EventActivated), "").Inc()
 	claimLatency.Observe(r.Clock.Since(started).Seconds())
 	r.Recorder.Eventf(tc, nil, "Normal", fleetv1alpha1.ReasonAcquired, "Claim", "Claimed %s as %s", apiconv.Target(tc.Spec.Target), c.Role)
 	return nil
 }
 
-// giveUp refuses a claim that won the lock but did not activate. The write may have landed
-// even though the call failed (an unverified write, or a read-back that showed something
-// else): no record of this refused claim is left in force, and the lock is released.
-func (r *Reconciler) giveUp(ctx context.Context, tc *fleetv1alpha1.TaskClaim, lease *coordinationv1.Lease, res claim.Result, w claim.Worker) error {
-	r.clearOwnRecord(ctx, tc, claim.RecordStateRevoked)
-	if err := r.releaseLease(ctx, tc, lease); err != nil {
-		return err
+// ensureLock creates the target's lock, free and owned by nobody, if it does not exist
+// yet, so every validation pins a real generation (a resourceVersion, never reused) and
+// no pin can ever mean "no lock". That is what makes deleting a lock safe: a pin of a
+// deleted lock's generation can match no later lock. Only targets in the controller's
+// repository get a lock; the others are refused anyway.
+func (r *Reconciler) ensureLock(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
+	if !strings.EqualFold(tc.Spec.Target.Repository, r.Repository) {
+		return nil
 	}
-	return r.reject(ctx, tc, res, w)
+	key := client.ObjectKey{Namespace: tc.Namespace, Name: claim.LockName(apiconv.Target(tc.Spec.Target))}
+	err := r.APIReader.Get(ctx, key, &coordinationv1.Lease{})
+	if !apierrors.IsNotFound(err) {
+		if err != nil {
+			return fmt.Errorf("reading claim lock: %w", err)
+		}
+		return nil
+	}
+	now := metav1.NewMicroTime(r.Clock.Now())
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: lockLabels()},
+		Spec:       coordinationv1.LeaseSpec{RenewTime: &now, LeaseDurationSeconds: ptr.To(int32(r.TTL / time.Second))},
+	}
+	if err := r.Create(ctx, lease); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating claim lock %s: %w", key.Name, err)
+	}
+	return nil
+}
+
+// publishOptions are the options of the claim's guarded Gitea writes: the worker's
+// identity is assigned with the record and unassigned with its end, unless
+// SkipAssignment.
+func (r *Reconciler) publishOptions(opts ...giteaclaim.PublishOption) []giteaclaim.PublishOption {
+	if !r.SkipAssignment {
+		opts = append(opts, giteaclaim.Assigning())
+	}
+	return opts
 }

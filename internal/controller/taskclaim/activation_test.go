@@ -3,6 +3,7 @@ package taskclaim_test
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -96,8 +97,8 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		hooked := false
 		h := &hookedGitea{Gitea: gc, beforePublish: func() {
 			expectReservationOnly(tc, t)
-			// Someone takes the issue in Gitea between the lock and the publication.
-			Expect(srv.Assign(ctx, repo, t.Number, human.login)).To(Succeed())
+			// Someone edits the issue in Gitea between the claim's read and its publication.
+			Expect(srv.EditBody(ctx, repo, t.Number, "Edited meanwhile.")).To(Succeed())
 			hooked = true
 		}}
 		r := directReconciler(h, k8s, clock.RealClock{})
@@ -105,15 +106,48 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		_, err := reconcileOnce(r, tc)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(hooked).To(BeTrue())
-		expectUnwound(tc, t, refusal{"contention", "foreign_claimed", "claim_record_not_ours"})
-		// An assignment carries no version, so the guarded write (over the state the
-		// claim read) lands; Gitea's answer shows the assignee, and the record is ended
-		// at once: it never stood in force for this claim.
+		// The guarded write carries the content_version the claim read: Gitea refuses it
+		// before it edits anything, so neither a record nor an assignment lands.
+		expectUnwound(tc, t, refusal{"contention", "foreign_claimed", "content_version_conflict"})
+		Expect(readRecord(t)).To(BeNil(), "nothing was published")
+		Expect(assigneesOf(t)).To(BeEmpty(), "nothing was assigned")
+		Expect(commentCount(t)).To(BeZero(), "a refusal before publication posts nothing in Gitea")
+	})
+
+	It("assigns the worker in the guarded write itself, over the assignees the claim read", func() {
+		t := issueTarget(newIssue("assigned meanwhile"))
+		var tc *fleetv1alpha1.TaskClaim
+		h := &hookedGitea{Gitea: gc, beforePublish: func() {
+			expectReservationOnly(tc, t)
+			// An assignment carries no version Gitea could guard, so one made between the
+			// claim's read and its write is not seen by the write.
+			Expect(srv.Assign(ctx, repo, t.Number, human.login)).To(Succeed())
+		}}
+		r := directReconciler(h, k8s, clock.RealClock{})
+		tc = validateDirect(r, w, t)
+		_, err := reconcileOnce(r, tc)
+		Expect(err).NotTo(HaveOccurred())
+		got := fetch(tc)
+		Expect(got.Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseActive), describe(got))
+		// The write sets the assignee list the claim read (nobody) plus the worker's
+		// identity, in the same request as the record: exactly one assignee, the holder.
+		assigned := assigneesOf(t)
+		Expect(assigned).To(HaveLen(1))
+		Expect(strings.EqualFold(assigned[0], w.identity)).To(BeTrue(), "assigned to %v, not %s", assigned, w.identity)
 		rec := readRecord(t)
 		Expect(rec).NotTo(BeNil())
 		Expect(rec.ClaimID).To(Equal(string(tc.UID)))
-		Expect(rec.State).To(Equal(claim.RecordStateRevoked))
-		Expect(eventsOf(transitionsOf(tc))).To(Equal([]string{"rejected"}))
+		Expect(rec.State).To(Equal(claim.RecordStateActive))
+		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed"}))
+
+		// The write that ends the record removes the assignment, so the worker holds
+		// nothing afterwards.
+		w.release(got)
+		_, err = reconcileOnce(r, got)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(fetch(tc).Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseReleased), describe(fetch(tc)))
+		Expect(assigneesOf(t)).To(BeEmpty())
+		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "released"}))
 	})
 
 	It("leaves no record in force when the publication could not be verified", func() {
@@ -132,6 +166,7 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		Expect(rec).NotTo(BeNil())
 		Expect(rec.ClaimID).To(Equal(string(tc.UID)))
 		Expect(rec.State).To(Equal(claim.RecordStateRevoked), "the landed record is ended, not left in force for an hour")
+		Expect(eventsOf(transitionsOf(tc))).To(Equal([]string{"rejected"}), "a record that reached Gitea gets one comment about its end")
 	})
 
 	It("refuses activation when the read-back does not show the claim in force", func() {

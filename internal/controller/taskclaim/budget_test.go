@@ -94,12 +94,16 @@ var _ = Describe("Gitea request budget", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(fetch(tc).Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseActive), describe(fetch(tc)))
 		claimReqs = calls.take()
+		// The assignment rides in the record's guarded write: it is inside the budget.
+		Expect(assigneesOf(t)).To(HaveLen(1), "the claimed target is assigned to its holder")
+		Expect(strings.EqualFold(assigneesOf(t)[0], w.identity)).To(BeTrue(), "assigned to %v", assigneesOf(t))
 
 		w.release(tc)
 		_, err = reconcileOnce(r, tc)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(fetch(tc).Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseReleased), describe(fetch(tc)))
 		releaseReqs = calls.take()
+		Expect(assigneesOf(t)).To(BeEmpty(), "the release removes the assignment in the same write")
 		Expect(eventsOf(transitionsOf(tc))).To(Equal([]string{"claimed", "released"}))
 		return claimReqs, releaseReqs
 	}

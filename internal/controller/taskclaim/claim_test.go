@@ -30,7 +30,10 @@ var _ = Describe("Claiming", func() {
 		tc := w.claim(t)
 		v := waitPhase(tc, fleetv1alpha1.ClaimPhaseValidated).Status.Validation
 		Expect(readRecord(t)).To(BeNil(), "validation publishes nothing")
-		Expect(lease(nsMain, t)).To(BeNil(), "validation takes no lock")
+		free := lease(nsMain, t)
+		Expect(holderOf(free)).To(BeEmpty(), "validation takes no lock: it only makes sure a free one exists")
+		Expect(free.OwnerReferences).To(BeEmpty())
+		Expect(v.ClaimGeneration).To(Equal(free.ResourceVersion), "the pin names the free lock's generation")
 
 		before := time.Now().Truncate(time.Second)
 		w.pin(tc)

@@ -14,7 +14,10 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -66,6 +69,14 @@ type Reconciler struct {
 	// Rules publishes the rule set and says whether the published copy is in force (one
 	// made from Gitea and Repository when nil; SetupWithManager runs it with the manager).
 	Rules *RulePublisher
+	// SkipAssignment leaves the Gitea assignees alone. By default a won claim assigns the
+	// worker's identity to the issue or pull request (and its end removes it), so a person
+	// sees who holds it; the claim record stays the authority either way.
+	SkipAssignment bool
+	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff of a failed reconcile,
+	// such as ending a record while Gitea is down (DefaultRetryBaseDelay and
+	// DefaultRetryMaxDelay when zero).
+	RetryBaseDelay, RetryMaxDelay time.Duration
 
 	rulesInit sync.Once
 }
@@ -73,7 +84,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims,verbs=get;list;watch;update;patch;claim-for-any
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims/finalizers,verbs=update
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
 
 // Reconcile validates, claims, or checks an active capability, as claim.NextStep says.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -82,8 +93,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	step := claim.NextStep(claim.ClaimView{Phase: tc.Status.Phase, GivenBack: tc.Spec.Release || tc.Spec.CycleComplete,
-		Validated: tc.Status.Validation != nil, Pinned: tc.Spec.Pin != ""})
-	if step == claim.StepNone {
+		Validated: tc.Status.Validation != nil, Pinned: tc.Spec.Pin != "",
+		Finalizer:     controllerutil.ContainsFinalizer(tc, Finalizer),
+		RecordCleared: meta.IsStatusConditionTrue(tc.Status.Conditions, fleetv1alpha1.RecordClearedCondition)})
+	switch step {
+	case claim.StepFinish:
+		// final, but its record or lock may still be held: end them before the finalizer goes.
+		return ctrl.Result{}, r.finish(ctx, tc)
+	case claim.StepNone:
 		// final: a refused or ended claim is never retried; only its finalizer may remain.
 		return ctrl.Result{}, r.dropFinalizer(ctx, tc)
 	}
@@ -93,7 +110,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if !controllerutil.ContainsFinalizer(tc, Finalizer) {
 			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease, nil)
+		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease)
 	}
 	if refused, err := r.refuseWithoutRules(ctx, tc, step); refused || err != nil {
 		return ctrl.Result{}, err
@@ -102,7 +119,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case claim.StepCheckActive:
 		return r.checkActive(ctx, tc)
 	case claim.StepGiveBack:
-		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease, nil)
+		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease)
 	case claim.StepValidate:
 		if err := r.validate(ctx, tc); err != nil {
 			return ctrl.Result{}, err
@@ -121,6 +138,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // validate derives the role and pins the state, or refuses.
 func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
+	if err := r.ensureLock(ctx, tc); err != nil {
+		return err
+	}
 	w, err := r.gather(ctx, tc)
 	if err != nil {
 		return err
@@ -131,7 +151,7 @@ func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) 
 		ControllerRepository: r.Repository, CapabilityVerdict: w.verdict, Now: now, OtherClaims: w.others,
 	})
 	if res.Refused() {
-		return r.reject(ctx, tc, res, w.worker)
+		return r.reject(ctx, tc, res)
 	}
 	markValidated(tc, v, res, now)
 	if err := r.writeStatus(ctx, tc); err != nil {
@@ -144,8 +164,8 @@ func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) 
 // checkActive ends an active capability as soon as any trigger fires.
 func (r *Reconciler) checkActive(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ctrl.Result, error) {
 	capability := apiconv.Capability(tc)
-	if done, err := r.endGivenBack(ctx, tc, capability); done {
-		return ctrl.Result{}, err
+	if trigger, ends := claim.EndsUnread(tc.Spec.Release, tc.Spec.CycleComplete, capability.ExpiresAt, r.Clock.Now()); ends {
+		return ctrl.Result{}, r.end(ctx, tc, trigger)
 	}
 	w, err := r.gather(ctx, tc)
 	if err != nil {
@@ -157,7 +177,7 @@ func (r *Reconciler) checkActive(ctx context.Context, tc *fleetv1alpha1.TaskClai
 	if !ends {
 		return ctrl.Result{RequeueAfter: claim.RecheckAfter(capability.ExpiresAt, now, r.ActiveRecheck)}, nil
 	}
-	return ctrl.Result{}, r.end(ctx, tc, trigger, w.lease)
+	return ctrl.Result{}, r.end(ctx, tc, trigger)
 }
 
 // writeStatus writes status guarded by the resourceVersion read at the start.
@@ -169,16 +189,38 @@ func (r *Reconciler) writeStatus(ctx context.Context, tc *fleetv1alpha1.TaskClai
 	return nil
 }
 
-// SetupWithManager watches claims (spec changes) and their workers' registrations
-// (retirement or lost liveness is ownership loss).
+// Defaults of the reconcile retry backoff.
+const (
+	DefaultRetryBaseDelay = time.Second
+	DefaultRetryMaxDelay  = 2 * time.Minute
+)
+
+// SetupWithManager watches claims (spec changes and deletion), their workers'
+// registrations when something that matters changed (phase, ownership state, spec,
+// deletion; a heartbeat alone does not, so it costs no Gitea request), and the lock Leases
+// the claims own (a lock taken away is ownership loss). Failed reconciles back off
+// exponentially from RetryBaseDelay up to RetryMaxDelay.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(r.rulePublisher()); err != nil {
 		return fmt.Errorf("adding the rule set publisher: %w", err)
 	}
+	base, maxDelay := r.RetryBaseDelay, r.RetryMaxDelay
+	if base <= 0 {
+		base = DefaultRetryBaseDelay
+	}
+	if maxDelay <= 0 {
+		maxDelay = DefaultRetryMaxDelay
+	}
 	return ctrl.NewControllerManagedBy(mgr).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		For(&fleetv1alpha1.TaskClaim{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&fleetv1alpha1.WorkerRegistration{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfWorker)).
+		Watches(&fleetv1alpha1.WorkerRegistration{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfWorker),
+			builder.WithPredicates(registrationChangeMatters())).
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &fleetv1alpha1.TaskClaim{}),
+			builder.WithPredicates(lockChangeMatters())).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.MaxConcurrentReconciles,
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay),
+		}).
 		Named("taskclaim").
 		Complete(r)
 }

@@ -2,6 +2,7 @@ package taskclaim_test
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	"code.gitea.io/sdk/gitea"
@@ -49,6 +50,9 @@ var _ = Describe("Lifecycle", Ordered, func() {
 		GinkgoHelper()
 		got := waitPhase(tc, want.phase)
 		Expect(got.Status.EndedReason).To(Equal(string(want.reason)))
+		Expect(got.Status.Result.Outcome).To(Equal(strings.ToLower(want.phase)), "an ended claim's outcome is its ending, not acquired")
+		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, fleetv1alpha1.RecordClearedCondition)).To(BeTrue())
+		Expect(assigneesOf(tc.Spec.Target)).NotTo(ContainElement(w.identity), "the end removes the worker's assignment")
 		Expect(got.Status.EndedAt).NotTo(BeNil())
 		Expect(got.Status.Capability).To(BeNil())
 		Expect(meta.IsStatusConditionFalse(got.Status.Conditions, fleetv1alpha1.CapabilityActiveCondition)).To(BeTrue())

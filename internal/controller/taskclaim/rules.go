@@ -87,6 +87,12 @@ func (p *RulePublisher) sync(ctx context.Context) error {
 	data, _ := claim.RuleSet()
 	fc, err := p.Files.PublishFile(ctx, p.Repository, claim.RuleSetPath, data, "Publish task-claim rule set "+claim.RuleSetDigest())
 	if err != nil {
+		// Another publisher (a second replica, or one whose start overlapped this one)
+		// may have committed the same file a moment earlier, so this commit lost the
+		// branch ref: the copy there settles it.
+		if got, rerr := p.Files.ReadFile(ctx, p.Repository, claim.RuleSetPath); rerr == nil && bytes.Equal(got, data) {
+			return nil
+		}
 		return fmt.Errorf("publishing the claim rule set: %w", err)
 	}
 	if !fc.Changed {
@@ -140,5 +146,5 @@ func (r *Reconciler) refuseWithoutRules(ctx context.Context, tc *fleetv1alpha1.T
 	if verified {
 		return false, nil
 	}
-	return true, r.reject(ctx, tc, claim.RuleSetUnpublished(apiconv.Target(tc.Spec.Target)), claim.Worker{Name: tc.Spec.Worker})
+	return true, r.reject(ctx, tc, claim.RuleSetUnpublished(apiconv.Target(tc.Spec.Target)))
 }
