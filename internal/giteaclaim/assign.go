@@ -16,8 +16,8 @@ type assigneesPatch struct {
 }
 
 // Assign assigns the target to login, so a person sees who holds it. It is a plain,
-// unguarded write made after a claim was won and read back: the claim record stays the
-// authority, and Publish refused the target while anyone else was assigned. An issue
+// unguarded read and write of its own; a claim is assigned by the guarded write that
+// publishes its record instead ([Assigning]), at no extra request. An issue
 // already assigned to login (compared case-insensitively, as Gitea logins are) is left
 // alone.
 func (c *Client) Assign(ctx context.Context, t claim.Target, login string) error {
@@ -25,7 +25,9 @@ func (c *Client) Assign(ctx context.Context, t claim.Target, login string) error
 }
 
 // Unassign removes login from the target's assignees, keeping everyone else. Nothing is
-// written when login is not assigned.
+// written when login is not assigned. A claim's end removes its assignment in the write
+// that ends its record ([Client.Clear] with [Assigning]); Unassign is for an assignment
+// whose record someone else rewrote.
 func (c *Client) Unassign(ctx context.Context, t claim.Target, login string) error {
 	return c.editAssignees(ctx, t, login, false)
 }

@@ -69,9 +69,10 @@ type Reconciler struct {
 	// Rules publishes the rule set and says whether the published copy is in force (one
 	// made from Gitea and Repository when nil; SetupWithManager runs it with the manager).
 	Rules *RulePublisher
-	// SkipAssignment leaves the Gitea assignees alone. By default a won claim assigns the
-	// worker's identity to the issue or pull request (and its end removes it), so a person
-	// sees who holds it; the claim record stays the authority either way.
+	// SkipAssignment leaves the Gitea assignees alone. By default the guarded write that
+	// publishes a claim's record also assigns the worker's identity to the issue or pull
+	// request, and the one that ends the record removes it (giteaclaim.Assigning), so a
+	// person sees who holds it at no extra request; the record stays the authority.
 	SkipAssignment bool
 	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff of a failed reconcile,
 	// such as ending a record while Gitea is down (DefaultRetryBaseDelay and
