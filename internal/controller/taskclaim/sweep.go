@@ -54,6 +54,9 @@ type Sweeper struct {
 	// Interval is the time between passes (DefaultSweepInterval when zero).
 	Interval time.Duration
 	Clock    clock.PassiveClock
+	// SkipAssignment leaves the Gitea assignees alone. By default the write that ends an
+	// orphaned record also removes its identity's assignment, as a claim's own end does.
+	SkipAssignment bool
 }
 
 // Start runs a pass every Interval until ctx ends. A failed pass is logged and counted;
@@ -123,7 +126,11 @@ func (s *Sweeper) sweepRecords(ctx context.Context, res *SweepResult) error {
 	}
 	var errs []error
 	for _, p := range claim.OrphanedRecords(records, exists, now) {
-		if _, err := s.Gitea.Clear(ctx, p.Target, p.Record.ClaimID, claim.RecordStateRevoked); err != nil {
+		var opts []giteaclaim.PublishOption
+		if !s.SkipAssignment {
+			opts = append(opts, giteaclaim.Assigning())
+		}
+		if _, err := s.Gitea.Clear(ctx, p.Target, p.Record.ClaimID, claim.RecordStateRevoked, opts...); err != nil {
 			if !giteaclaim.NothingToEnd(err) {
 				errs = append(errs, fmt.Errorf("ending the orphaned record on %s: %w", p.Target, err))
 			}
