@@ -49,6 +49,11 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		countContention(res)
 		return ctrl.Result{}, r.reject(ctx, tc, res)
 	}
+	// A record of this very claim already in force means an earlier attempt published it
+	// (and audited it) and then failed to record the activation: publishing again is a
+	// read-back, and the "claimed" comment is not posted twice.
+	republished := w.state.ClaimRecord != nil && w.state.ClaimRecord.ClaimID == string(tc.UID) &&
+		w.state.ClaimRecord.State == claim.RecordStateActive
 	// Move the workflow fence first: a retirement apply running now stops before its next
 	// write rather than retire this worker on a stale view of the active claims.
 	if err := r.Fence.Bump(ctx, tc.Namespace); err != nil {
@@ -93,7 +98,7 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		countContention(res)
 		return ctrl.Result{}, r.reject(ctx, tc, res)
 	}
-	if err := r.activate(ctx, tc, capability, res, started); err != nil {
+	if err := r.activate(ctx, tc, capability, res, started, republished); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: claim.RecheckAfter(capability.ExpiresAt, r.Clock.Now(), r.ActiveRecheck)}, nil
@@ -178,18 +183,19 @@ func (r *Reconciler) readBack(ctx context.Context, tc *fleetv1alpha1.TaskClaim, 
 	return claim.Activate(in)
 }
 
-// activate records the won claim and audits it once. The record is published and
-// proven: that is the claim, whatever happens next. The one "claimed" comment is posted
-// once the capability is on record, so a status write that fails (and is retried, the
-// publication then being a read-back of this very record) never leaves a trail showing a
-// claim that never became visible, or two of them.
-func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, c *claim.Capability, res claim.Result, started time.Time) error {
+// activate audits and records the won claim. The record is published and proven: that
+// is the claim, whatever happens next, so it is audited now, with one "claimed" comment
+// (unless an earlier attempt already published and audited this very record and then
+// failed to write the status).
+func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, c *claim.Capability, res claim.Result, started time.Time, republished bool) error {
+	if !republished {
+		r.audit(ctx, tc, claim.EventClaimed, string(c.Role))
+		claimTransitions.WithLabelValues(string(claim.EventClaimed), "").Inc()
+	}
 	markActive(tc, c, res)
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err
 	}
-	r.audit(ctx, tc, claim.EventClaimed, string(c.Role))
-	claimTransitions.WithLabelValues(string(claim.EventClaimed), "").Inc()
 	claimResults.WithLabelValues(string(res.Outcome), "").Inc()
 	claimLatency.Observe(r.Clock.Since(started).Seconds())
 	r.Recorder.Eventf(tc, nil, "Normal", fleetv1alpha1.ReasonAcquired, "Claim", "Claimed %s as %s", apiconv.Target(tc.Spec.Target), c.Role)

@@ -219,9 +219,10 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		Expect(readRecord(t).State).To(Equal(claim.RecordStateReleased), "the published record is ended")
 		Expect(holderOf(lease(nsDirect, t))).To(BeEmpty(), "the lock is freed")
 		Expect(lease(nsDirect, t).OwnerReferences).To(BeEmpty(), "and owned by nobody")
-		// The claim's one audit comment follows its status: the activation never became
-		// visible, so the trail shows only how the published record ended.
-		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"released"}))
+		// The record was published and proven, so it was audited as claimed when it
+		// landed (the capability never became visible); the trail then shows how that
+		// record ended, and the retry posted no second claimed comment.
+		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "released"}))
 		expectNeutral(w, t)
 	})
 })
