@@ -28,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/controller/taskclaim"
 	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/localcp"
@@ -57,6 +58,9 @@ type options struct {
 	giteaTokenFile string
 	repository     string
 	claimTTL       time.Duration
+	concurrency    int
+	sweepInterval  time.Duration
+	retryMaxDelay  time.Duration
 	crdDir         string
 	manifestDirs   []string
 	installDirs    []string
@@ -83,6 +87,10 @@ func main() {
 	flag.StringVar(&o.giteaTokenFile, "gitea-token-file", "", "File holding the Gitea API token of the controller's account. The token is never logged or written to status.")
 	flag.StringVar(&o.repository, "repository", "", "Canonical owner/name repository the fleet works on; default binding for RetirementPlans and the only repository task claims may target.")
 	flag.DurationVar(&o.claimTTL, "claim-ttl", 2*time.Hour, "Lifetime of an activated task capability.")
+	flag.IntVar(&o.concurrency, "taskclaim-concurrency", taskclaim.DefaultConcurrency,
+		"How many TaskClaims are reconciled at once. The per-target Lease compare-and-swap keeps each target's claim exclusive at any value.")
+	flag.DurationVar(&o.sweepInterval, "claim-sweep-interval", taskclaim.DefaultSweepInterval, "How often Gitea records and claim locks left behind by deleted claims are swept.")
+	flag.DurationVar(&o.retryMaxDelay, "claim-retry-max-delay", taskclaim.DefaultRetryMaxDelay, "Cap of the exponential backoff of failed claim reconciles (for example ending a record while Gitea is down).")
 	flag.StringVar(&o.crdDir, "crd-dir", "config/crd/bases", "CRD manifests installed into the embedded control plane.")
 	o.manifestDirs = []string{"config/rbac", "config/admission"}
 	agentNS := os.Getenv("POD_NAMESPACE")
@@ -118,6 +126,9 @@ func run(o options) error {
 
 	if o.claimTTL <= 0 {
 		return fmt.Errorf("--claim-ttl must be positive, got %s", o.claimTTL)
+	}
+	if o.concurrency < 1 {
+		return fmt.Errorf("--taskclaim-concurrency must be at least 1, got %d", o.concurrency)
 	}
 	cfg, kubeconfig, stop, err := restConfig(o)
 	if err != nil {
@@ -155,6 +166,8 @@ func run(o options) error {
 		namespaces = append(namespaces, o.agentNamespace) // the hosts' Leases
 	}
 	cacheOpts := managercache.Options(namespaces)
+	// Leases are cached unfiltered: the claim locks and the hosts' Leases carry different
+	// labels, and a label selector cannot ask for either.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Cache:                  cacheOpts,
@@ -173,6 +186,9 @@ func run(o options) error {
 		giteaToken:         giteaToken,
 		repository:         o.repository,
 		claimTTL:           o.claimTTL,
+		concurrency:        o.concurrency,
+		sweepInterval:      o.sweepInterval,
+		retryMaxDelay:      o.retryMaxDelay,
 		capabilityAddr:     o.authzAddr,
 		gatewayAddr:        o.gatewayAddr,
 		gatewayCredentials: o.gatewayCreds,

@@ -33,6 +33,12 @@ type config struct {
 	repository string
 	// claimTTL is the lifetime of an activated capability.
 	claimTTL time.Duration
+	// concurrency is how many TaskClaims are reconciled at once.
+	concurrency int
+	// sweepInterval is how often orphaned claim records and locks are swept.
+	sweepInterval time.Duration
+	// retryMaxDelay caps the backoff of failed claim reconciles.
+	retryMaxDelay time.Duration
 	// capabilityAddr is where the capability-check endpoint listens ("" disables it).
 	capabilityAddr string
 	// gatewayAddr is where the gateway listens ("" disables it); gatewayCredentials is the
@@ -145,15 +151,25 @@ func setup(mgr ctrl.Manager, cfg config) error {
 			return fmt.Errorf("gateway: %w", err)
 		}
 	}
+	if err := mgr.Add(&taskclaim.Sweeper{
+		Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Gitea: gc, Repository: cfg.repository,
+		TTL: cfg.claimTTL, Interval: cfg.sweepInterval, Clock: clk,
+	}); err != nil {
+		return fmt.Errorf("claim sweep: %w", err)
+	}
 	return (&taskclaim.Reconciler{
-		Client:     mgr.GetClient(),
-		APIReader:  mgr.GetAPIReader(),
-		Gitea:      gc,
-		Verdicts:   reviewer,
-		Fence:      fence,
-		Repository: cfg.repository,
-		TTL:        cfg.claimTTL,
-		Clock:      clk,
-		Recorder:   mgr.GetEventRecorder("taskclaim-controller"),
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Gitea:         gc,
+		Verdicts:      reviewer,
+		Fence:         fence,
+		Repository:    cfg.repository,
+		TTL:           cfg.claimTTL,
+		Clock:         clk,
+		Recorder:      mgr.GetEventRecorder("taskclaim-controller"),
+		RetryMaxDelay: cfg.retryMaxDelay,
+		// The rule set is published when the manager starts (SetupWithManager adds the
+		// publisher); claims are refused while the published copy is not in force.
+		MaxConcurrentReconciles: cfg.concurrency,
 	}).SetupWithManager(mgr)
 }

@@ -96,6 +96,10 @@ const (
 	ClaimedCondition = "Claimed"
 	// CapabilityActiveCondition is True only while status.capability may be used.
 	CapabilityActiveCondition = "CapabilityActive"
+	// RecordClearedCondition is present once a claim that won its lock is final: False
+	// while its Gitea record is still to be ended (the finalizer stays), True once the
+	// record was ended and the lock freed.
+	RecordClearedCondition = "RecordCleared"
 )
 
 // TaskClaim reasons. An ended claim's Ready and Stalled carry its final phase as the
@@ -112,4 +116,11 @@ const (
 	// ReasonEnded is used on CapabilityActive when an active capability ended; see
 	// status.endedReason.
 	ReasonEnded = "Ended"
+	// ReasonClearPending is used on RecordCleared=False while the record is being ended.
+	ReasonClearPending = "ClearPending"
+	// ReasonGiteaUnavailable is used on RecordCleared=False when ending the record failed;
+	// the message carries the error, and the controller retries with a capped backoff.
+	ReasonGiteaUnavailable = "GiteaUnavailable"
+	// ReasonCleared is used on RecordCleared=True.
+	ReasonCleared = "Cleared"
 )

@@ -85,6 +85,12 @@ type TaskClaimSpec struct {
 type ClaimValidation struct {
 	// pin is a sha256 fingerprint over every pinned component below. Copy it to spec.pin.
 	Pin string `json:"pin"`
+	// target is the target that was validated: repository, kind, number and head. At claim
+	// time spec.target must be identical to it, or the claim is refused as
+	// target_substituted (no substitution between validation and claim). A validation
+	// without it (recorded by an older controller) cannot be claimed: validate again.
+	// +optional
+	Target *TaskTarget `json:"target,omitempty"`
 	// role is the temporary role derived from the target's kind and state.
 	Role string `json:"role"`
 	// operations are the operations the role would permit.
@@ -117,8 +123,10 @@ type ClaimValidation struct {
 // ClaimResult is the typed result of the last decision. A refusal names only the
 // requested target, never another task, and is never retried by the controller.
 type ClaimResult struct {
-	// outcome is validated, acquired, rejected or not_acquired.
-	// +kubebuilder:validation:Enum=validated;acquired;rejected;not_acquired
+	// outcome is validated (a pin was issued), acquired (the claim is active), rejected or
+	// not_acquired (refused, see class), or, once an acquired claim has ended, how it ended:
+	// released, completed, expired or revoked (the same as status.phase, see endedReason).
+	// +kubebuilder:validation:Enum=validated;acquired;rejected;not_acquired;released;completed;expired;revoked
 	Outcome string `json:"outcome"`
 	// class is one of stale_state, contention, policy, eligibility, authority (refusals).
 	// +optional
@@ -196,7 +204,11 @@ type TaskClaimStatus struct {
 	// and True, only when the claim is final without that: refused (see result), expired
 	// or revoked (see endedReason). Validated is True once a pin was issued, Claimed once
 	// the claim won its lock and was published in Gitea, and CapabilityActive only while
-	// status.capability may be used.
+	// status.capability may be used. RecordCleared appears once a claim that won its lock
+	// is final: False (reason ClearPending, or GiteaUnavailable with the error) while its
+	// Gitea record is still in force, during which the claim keeps its finalizer and the
+	// controller retries with a capped exponential backoff; True once the record was ended
+	// and the lock freed.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -143,27 +143,39 @@ func Target(t fleetv1alpha1.TaskTarget) claim.Target {
 	return claim.Target{Repository: t.Repository, Kind: claim.Kind(t.Kind), Number: t.Number, HeadSHA: t.HeadSHA}
 }
 
+// TaskTarget is a target in the API's shape.
+func TaskTarget(t claim.Target) fleetv1alpha1.TaskTarget {
+	return fleetv1alpha1.TaskTarget{Repository: t.Repository, Kind: string(t.Kind), Number: t.Number, HeadSHA: t.HeadSHA}
+}
+
 // ValidationStatus stores a validation in the API's shape.
 func ValidationStatus(v claim.Validation, at time.Time) *fleetv1alpha1.ClaimValidation {
+	target := TaskTarget(v.Target)
 	return &fleetv1alpha1.ClaimValidation{
-		Pin: v.Pin, Role: string(v.Role), Operations: v.Operations, Identity: v.Identity,
+		Pin: v.Pin, Target: &target, Role: string(v.Role), Operations: v.Operations, Identity: v.Identity,
 		CapabilityVerdict: v.CapabilityVerdict, RepositoryBinding: v.RepositoryBinding,
 		ParityRevision: v.ParityRevision, DependencyStates: v.DependencyStates, HeadSHA: v.HeadSHA,
 		ClaimGeneration: v.ClaimGeneration, RuleSetDigest: v.RuleSetDigest, ValidatedAt: metav1.NewTime(at),
 	}
 }
 
-// Validation rebuilds the issued validation from status and spec (its pin is checked
-// against the components, so nothing can be lost on the way).
+// Validation rebuilds the issued validation from status (its pin is checked against the
+// components, so nothing can be lost on the way). The target is the one validated, never
+// spec's: a claim whose spec names another target is a substitution. A validation that
+// recorded no target rebuilds with none, which no claim matches.
 func Validation(tc *fleetv1alpha1.TaskClaim) claim.Validation {
 	s := tc.Status.Validation
 	if s == nil {
 		return claim.Validation{}
 	}
+	var validated claim.Target
+	if s.Target != nil {
+		validated = Target(*s.Target)
+	}
 	return claim.Validation{
 		PinComponents: claim.PinComponents{
 			Identity: s.Identity, Worker: tc.Spec.Worker, CapabilityVerdict: s.CapabilityVerdict,
-			RepositoryBinding: s.RepositoryBinding, Target: Target(tc.Spec.Target), Role: claim.Role(s.Role),
+			RepositoryBinding: s.RepositoryBinding, Target: validated, Role: claim.Role(s.Role),
 			ParityRevision: s.ParityRevision, DependencyStates: s.DependencyStates, HeadSHA: s.HeadSHA,
 			ClaimGeneration: s.ClaimGeneration, RuleSetDigest: s.RuleSetDigest,
 		},

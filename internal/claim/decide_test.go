@@ -299,3 +299,14 @@ func TestPublicationFailedIsNotContention(t *testing.T) {
 		t.Fatalf("PublicationFailed names %+v under %s", r.Target, r.RuleSetDigest)
 	}
 }
+
+func TestRuleSetUnpublishedIsAFinalPolicyRefusal(t *testing.T) {
+	r := RuleSetUnpublished(fxIssue())
+	if r.Class != ClassPolicy || r.Blocker != BlockerNone || r.FailedPredicate != "rule_set_unpublished" ||
+		r.Outcome != OutcomeNotAcquired || r.RetryPermitted || !r.ReassessFromFreshState || r.ContentionIsNormal {
+		t.Fatalf("RuleSetUnpublished = %+v", r)
+	}
+	if r.Target != fxIssue() || r.RuleSetDigest != RuleSetDigest() {
+		t.Fatalf("RuleSetUnpublished names %+v under %s", r.Target, r.RuleSetDigest)
+	}
+}

@@ -65,9 +65,11 @@ func EndPhase(t Trigger) string {
 type Event string
 
 const (
-	// EventClaimed: the claim record was published in Gitea.
+	// EventClaimed: the claim record was published in Gitea, proven, and the capability
+	// activated. It is the one audit comment of a won claim's start.
 	EventClaimed Event = "claimed"
-	// EventActivated: the task capability was activated for the claim.
+	// EventActivated: the task capability was activated for the claim. No longer posted
+	// (EventClaimed covers it); kept so older audit trails still read.
 	EventActivated Event = "activated"
 	// EventReleased: the holder released the claim.
 	EventReleased Event = "released"
@@ -102,10 +104,14 @@ type Ending struct {
 	Trigger Trigger
 }
 
-// EndingFor is the Ending of a claim that ends in phase with trigger. Phases other than
-// Released, Completed and Expired end as a revocation by trigger.
+// EndingFor is the Ending of a claim that ends in phase with trigger. A refused claim
+// (Rejected) that had published its record ends it as revoked and is audited as a
+// rejection. Other phases than Released, Completed and Expired end as a revocation by
+// trigger.
 func EndingFor(phase string, trigger Trigger) Ending {
 	switch phase {
+	case PhaseRejected:
+		return Ending{Record: RecordStateRevoked, Event: EventRejected}
 	case PhaseReleased:
 		return Ending{Record: RecordStateReleased, Event: EventReleased}
 	case PhaseCompleted:
@@ -165,13 +171,10 @@ type ActiveInput struct {
 // base.
 func CheckActive(in ActiveInput) (trigger Trigger, ends bool) {
 	c, now, fresh := in.Capability, in.Now, in.Fresh
+	if t, ends := EndsUnread(in.Released, in.CycleComplete, c.ExpiresAt, now); ends {
+		return t, true
+	}
 	switch {
-	case in.Released:
-		return TriggerRelease, true
-	case in.CycleComplete:
-		return ExpiryCycleComplete, true
-	case c.ExpiresAt.IsZero() || !now.Before(c.ExpiresAt):
-		return ExpiryExpired, true
 	case ownershipLost(c, now, fresh, in.Worker):
 		return TriggerOwnershipLoss, true
 	case in.Verdict != VerdictAllowed:
@@ -188,6 +191,22 @@ func CheckActive(in ActiveInput) (trigger Trigger, ends bool) {
 		return TriggerBlock, true
 	case DeriveRole(fresh) != c.Role || CheckIndependence(c.Identity, c.Role, fresh) != nil:
 		return TriggerFailedValidation, true
+	}
+	return "", false
+}
+
+// EndsUnread reports whether an active capability ends on what the claim itself says,
+// with nothing read: the worker released it or completed the cycle, or it expired. These
+// are CheckActive's first triggers; the reconciler asks before it reads anything, so a
+// release takes the capability away at once even while Gitea cannot be read.
+func EndsUnread(released, cycleComplete bool, expires, now time.Time) (Trigger, bool) {
+	switch {
+	case released:
+		return TriggerRelease, true
+	case cycleComplete:
+		return ExpiryCycleComplete, true
+	case expires.IsZero() || !now.Before(expires):
+		return ExpiryExpired, true
 	}
 	return "", false
 }

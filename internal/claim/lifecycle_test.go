@@ -162,3 +162,27 @@ func TestReturnToNeutral(t *testing.T) {
 		})
 	}
 }
+
+func TestEndsUnread(t *testing.T) {
+	now := time.Date(2026, 7, 31, 12, 0, 0, 0, time.UTC)
+	later := now.Add(time.Minute)
+	tests := []struct {
+		name               string
+		released, complete bool
+		expires            time.Time
+		want               Trigger
+	}{
+		{"released", true, false, later, TriggerRelease},
+		{"released and complete: release first", true, true, later, TriggerRelease},
+		{"cycle complete", false, true, later, ExpiryCycleComplete},
+		{"expired", false, false, now, ExpiryExpired},
+		{"no expiry known", false, false, time.Time{}, ExpiryExpired},
+		{"stands", false, false, later, ""},
+	}
+	for _, tt := range tests {
+		got, ends := EndsUnread(tt.released, tt.complete, tt.expires, now)
+		if got != tt.want || ends != (tt.want != "") {
+			t.Errorf("%s: EndsUnread = %q, %v", tt.name, got, ends)
+		}
+	}
+}

@@ -183,6 +183,10 @@ func TestNoRefusalNamesAnotherTarget(t *testing.T) {
 		seen[r.FailedPredicate] = true
 	}
 
+	r := RuleSetUnpublished(fxPR())
+	assertNamesOnlyRequested(t, "rules/unpublished", r, fxPR())
+	seen[r.FailedPredicate] = true
+
 	_, rs := RuleSet()
 	for _, rule := range rs.Rules {
 		if !seen[rule.Predicate] {

@@ -12,8 +12,12 @@ import (
 type Step string
 
 const (
-	// StepNone: the claim is final; nothing is left to do but drop its finalizer.
+	// StepNone: the claim is final and holds nothing; only its finalizer, if any, is left
+	// to drop.
 	StepNone Step = "none"
+	// StepFinish: the claim is final but may still hold its Gitea record and its lock:
+	// clear the record, free the lock, and only then drop the finalizer.
+	StepFinish Step = "finish"
 	// StepGiveBack: the worker released or completed before any capability existed;
 	// the claim ends Released and the worker stays neutral.
 	StepGiveBack Step = "give_back"
@@ -37,11 +41,19 @@ type ClaimView struct {
 	Validated bool
 	// Pinned is true once spec.pin is set.
 	Pinned bool
+	// Finalizer is true while the claim finalizer is on the object: the claim won its lock
+	// once, so it may hold the lock and a Gitea record.
+	Finalizer bool
+	// RecordCleared is true once the claim's Gitea record (if any) was ended and its lock
+	// freed (the RecordCleared condition is True).
+	RecordCleared bool
 }
 
 // NextStep decides what a reconcile does with a claim.
 func NextStep(v ClaimView) Step {
 	switch {
+	case FinalPhase(v.Phase) && v.Finalizer && !v.RecordCleared:
+		return StepFinish
 	case FinalPhase(v.Phase):
 		return StepNone
 	case v.Phase == PhaseActive:
@@ -65,37 +77,28 @@ const (
 	// PublishForeign: the target holds another claim's record in force, or the read-back
 	// shows a record other than the one written.
 	PublishForeign PublishFailure = "foreign"
+	// PublishAssigneeForeign: no other claim's record is in force, but the target is
+	// assigned to someone other than the claiming identity.
+	PublishAssigneeForeign PublishFailure = "assignee_foreign"
 	// PublishUnavailable: anything else (Gitea unavailable, a write that could not be
 	// verified): nothing was proven published.
 	PublishUnavailable PublishFailure = "unavailable"
 )
 
 // PublicationRefusal is the final result of a claim whose publication failed: losing the
-// guarded write, or finding another claim's record, is contention; anything else means
-// nothing was published (stale_state), since no other claim won.
+// guarded write, finding another claim's record, or finding the target assigned to
+// someone else (assignee_foreign, the same rule validation applies) is contention;
+// anything else means nothing was published (stale_state), since no other claim won.
 func PublicationRefusal(f PublishFailure, target Target) Result {
 	switch f {
 	case PublishConflict:
 		return ContentionLoss(PredicateContentVersionConflict, target)
 	case PublishForeign:
 		return ContentionLoss(PredicateClaimRecordNotOurs, target)
+	case PublishAssigneeForeign:
+		return loss(ruleAssigneeForeign, target)
 	}
 	return PublicationFailed(target)
-}
-
-// RefusalAuditIdentity is the Gitea identity a refusal is audited under, and whether it
-// is audited on the target at all: only targets in the controller's repository, and only
-// when the refused worker has a known identity (the identity the validation bound, else
-// the registration's). Refusals elsewhere or of unknown workers leave Gitea untouched.
-func RefusalAuditIdentity(targetRepository, controllerRepository, validatedIdentity, workerIdentity string) (string, bool) {
-	if !sameRepository(targetRepository, controllerRepository) {
-		return "", false
-	}
-	identity := workerIdentity
-	if strings.TrimSpace(validatedIdentity) != "" {
-		identity = validatedIdentity
-	}
-	return identity, strings.TrimSpace(identity) != ""
 }
 
 // DefaultActiveRecheck bounds how long a change in Gitea (a block label, a new head, a

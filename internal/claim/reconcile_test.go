@@ -124,28 +124,6 @@ func TestPublicationRefusal(t *testing.T) {
 	}
 }
 
-func TestRefusalAuditIdentity(t *testing.T) {
-	tests := []struct {
-		name                    string
-		repo, validated, worker string
-		wantIdentity            string
-		wantAudited             bool
-	}{
-		{"validated identity wins", fxRepo, "carol", "dave", "carol", true},
-		{"registration identity before validation", fxRepo, "", "dave", "dave", true},
-		{"repository compared case-insensitively", strings.ToUpper(fxRepo), "", "dave", "dave", true},
-		{"unknown worker: not audited", fxRepo, "", "", "", false},
-		{"blank identity: not audited", fxRepo, " ", " ", "", false},
-		{"other repository: not audited", "someone/else", "carol", "dave", "", false},
-	}
-	for _, tt := range tests {
-		id, ok := RefusalAuditIdentity(tt.repo, fxRepo, tt.validated, tt.worker)
-		if ok != tt.wantAudited || (ok && id != tt.wantIdentity) {
-			t.Errorf("%s: RefusalAuditIdentity = (%q, %v), want (%q, %v)", tt.name, id, ok, tt.wantIdentity, tt.wantAudited)
-		}
-	}
-}
-
 func TestRecheckAfter(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -258,5 +236,40 @@ func TestUnmappedCommitEmailFailsIndependenceClosed(t *testing.T) {
 	}
 	if err := CheckIndependence("carol", RoleAuthor, st); err != nil {
 		t.Errorf("author role is not bound by independence: %v", err)
+	}
+}
+
+func TestNextStepFinishesBeforeTheFinalizerGoes(t *testing.T) {
+	for _, p := range []string{PhaseRejected, PhaseReleased, PhaseCompleted, PhaseExpired, PhaseRevoked} {
+		if got := NextStep(ClaimView{Phase: p, Finalizer: true}); got != StepFinish {
+			t.Errorf("final %s with finalizer, record not cleared: %s, want %s", p, got, StepFinish)
+		}
+		if got := NextStep(ClaimView{Phase: p, Finalizer: true, RecordCleared: true}); got != StepNone {
+			t.Errorf("final %s, record cleared: %s, want %s", p, got, StepNone)
+		}
+		if got := NextStep(ClaimView{Phase: p}); got != StepNone {
+			t.Errorf("final %s without finalizer: %s, want %s", p, got, StepNone)
+		}
+	}
+	if got := NextStep(ClaimView{Phase: PhaseActive, Finalizer: true}); got != StepCheckActive {
+		t.Errorf("active with finalizer: %s", got)
+	}
+}
+
+func TestPublicationRefusalOfAForeignAssignee(t *testing.T) {
+	r := PublicationRefusal(PublishAssigneeForeign, fxIssue())
+	if r.FailedPredicate != "assignee_foreign" || r.Class != ClassContention || r.Blocker != BlockerForeignClaimed ||
+		r.Outcome != OutcomeNotAcquired || r.RetryPermitted {
+		t.Fatalf("%+v", r)
+	}
+	if r := PublicationRefusal(PublishForeign, fxIssue()); r.FailedPredicate != PredicateClaimRecordNotOurs {
+		t.Fatalf("foreign record: %+v", r)
+	}
+}
+
+func TestEndingOfARefusedClaimThatPublished(t *testing.T) {
+	e := EndingFor(PhaseRejected, "")
+	if e.Record != RecordStateRevoked || e.Event != EventRejected || e.Trigger != "" {
+		t.Fatalf("%+v", e)
 	}
 }

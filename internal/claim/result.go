@@ -13,7 +13,33 @@ const (
 	OutcomeRejected Outcome = "rejected"
 	// OutcomeNotAcquired: the claim was not acquired. Final for this claim.
 	OutcomeNotAcquired Outcome = "not_acquired"
+
+	// Outcomes of a claim that was acquired and has ended: the phase it ended in.
+	// OutcomeReleased: the worker gave the task back.
+	OutcomeReleased Outcome = "released"
+	// OutcomeCompleted: the work cycle finished.
+	OutcomeCompleted Outcome = "completed"
+	// OutcomeExpired: the capability ran past its expiry.
+	OutcomeExpired Outcome = "expired"
+	// OutcomeRevoked: the capability was taken away.
+	OutcomeRevoked Outcome = "revoked"
 )
+
+// EndResult is the result an ended claim shows: its outcome is the ending (released,
+// completed, expired or revoked, as the final phase says), so a reader never sees
+// "acquired" on a claim whose capability is gone.
+func EndResult(phase string, requested Target) Result {
+	outcome := OutcomeRevoked
+	switch phase {
+	case PhaseReleased:
+		outcome = OutcomeReleased
+	case PhaseCompleted:
+		outcome = OutcomeCompleted
+	case PhaseExpired:
+		outcome = OutcomeExpired
+	}
+	return success(outcome, requested)
+}
 
 // Class is the failure class of a refusal. The five classes are distinct and
 // every refusal has exactly one.
@@ -65,7 +91,8 @@ func Blockers() []Blocker {
 // only, the one that was requested, and its message is the fixed message of
 // the rule that refused, so nothing in it can point a worker at another task.
 type Result struct {
-	// Outcome is validated, acquired, rejected or not_acquired.
+	// Outcome is validated, acquired, rejected or not_acquired; for an ended claim,
+	// released, completed, expired or revoked.
 	Outcome Outcome `json:"outcome"`
 	// Class is the failure class; empty on success.
 	Class Class `json:"class,omitempty"`
@@ -91,7 +118,8 @@ type Result struct {
 	RuleSetDigest string `json:"ruleSetDigest"`
 }
 
-// Refused reports whether the result is a refusal.
+// Refused reports whether the result is a refusal (not an ending: an ended claim was
+// acquired first).
 func (r Result) Refused() bool {
 	return r.Outcome == OutcomeRejected || r.Outcome == OutcomeNotAcquired
 }

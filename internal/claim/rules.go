@@ -90,6 +90,7 @@ const (
 	ruleParityRevisionMoved      ruleID = "TC076"
 	ruleDependencyStateMoved     ruleID = "TC077"
 	ruleRoleMoved                ruleID = "TC078"
+	ruleRuleSetUnpublished       ruleID = "TC079"
 	ruleClaimGenerationAdvanced  ruleID = "TC080"
 	ruleLeaseCASConflict         ruleID = "TC081"
 	ruleContentVersionConflict   ruleID = "TC082"
@@ -213,4 +214,12 @@ func ruleFor(id ruleID) Rule {
 		return r
 	}
 	return Rule{ID: string(id), Predicate: "rule_missing", Class: ClassPolicy, Message: "The claim rule set is inconsistent; nothing can be claimed."}
+}
+
+// RuleSetUnpublished is the final refusal of a validation or claim made while the rule
+// set published in the repository is missing or differs from the embedded one: the
+// rules a worker can review are not the rules in force, so nothing is decided under
+// them. It is a policy refusal and names no other task.
+func RuleSetUnpublished(target Target) Result {
+	return loss(ruleRuleSetUnpublished, target)
 }

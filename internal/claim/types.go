@@ -178,6 +178,10 @@ type Record struct {
 	ClaimedAt time.Time `json:"claimedAt"`
 	// ExpiresAt is when the record stops being in force on its own.
 	ExpiresAt time.Time `json:"expiresAt"`
+	// RuleSet is the digest of the rule set the claim was decided under
+	// ([RuleSetDigest] at the time); empty only in records written before
+	// records carried it.
+	RuleSet string `json:"ruleSet,omitempty"`
 }
 
 // Target is the item the record claims (without a head).
@@ -270,6 +274,11 @@ type TargetState struct {
 	// issue's content_version in Gitea) at the time of the read. A guarded
 	// write of the record fails when it moved since.
 	RecordVersion int64 `json:"recordVersion,omitempty"`
+	// RecordBody is the text that holds the record (the issue body) at
+	// RecordVersion. A guarded write of the record replaces the record inside
+	// it, so a claim can write over exactly what its decision read. It is not
+	// part of any decision and not serialised.
+	RecordBody string `json:"-"`
 	// LeaseGeneration is the resourceVersion of the per-target Lease; "" when
 	// the Lease does not exist yet.
 	LeaseGeneration string `json:"leaseGeneration"`

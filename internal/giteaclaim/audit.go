@@ -34,6 +34,9 @@ type Transition struct {
 	Reason string `json:"reason,omitempty"`
 	// At is when the transition happened (UTC, second precision).
 	At time.Time `json:"at"`
+	// RuleSet is the digest of the rule set the claim is decided under;
+	// FormatTransition fills in [claim.RuleSetDigest] when it is empty.
+	RuleSet string `json:"ruleSet,omitempty"`
 
 	// CommentID is the Gitea comment holding the transition (set when read).
 	CommentID int64 `json:"-"`
@@ -65,7 +68,8 @@ func (tr Transition) validate() error {
 // sentence is the human-readable first line of an audit comment.
 func (tr Transition) sentence() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Claim `%s` of worker `%s` (@%s", tr.ClaimID, tr.Worker, tr.Identity)
+	// The identity is quoted, not @-mentioned: an audit trail notifies nobody.
+	fmt.Fprintf(&b, "Claim `%s` of worker `%s` (identity `%s`", tr.ClaimID, tr.Worker, tr.Identity)
 	if tr.Role != "" {
 		fmt.Fprintf(&b, ", role %s", tr.Role)
 	}
@@ -84,6 +88,9 @@ func (tr Transition) sentence() string {
 // line, and the audit block.
 func FormatTransition(tr Transition) (string, error) {
 	tr.At = tr.At.UTC().Truncate(time.Second)
+	if tr.RuleSet == "" {
+		tr.RuleSet = claim.RuleSetDigest()
+	}
 	if err := tr.validate(); err != nil {
 		return "", err
 	}

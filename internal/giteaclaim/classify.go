@@ -14,9 +14,13 @@ func Unreadable(err error) bool {
 }
 
 // PublishFailureOf classifies a Publish error for the claim decision: a lost guarded
-// write, another claim's record, or anything else (nothing proven published).
+// write, another claim's record, an assignee other than the claiming identity (with no
+// other claim's record in force), or anything else (nothing proven published).
 func PublishFailureOf(err error) claim.PublishFailure {
+	var foreign *ForeignClaimError
 	switch {
+	case errors.As(err, &foreign) && foreign.Holder == nil && len(foreign.Assignees) > 0:
+		return claim.PublishAssigneeForeign
 	case errors.Is(err, ErrConflict):
 		return claim.PublishConflict
 	case errors.Is(err, ErrForeignClaim), errors.Is(err, ErrNotInForce):

@@ -18,7 +18,10 @@ func TestClassify(t *testing.T) {
 		publication claim.PublishFailure
 	}{
 		{"lost guarded write", wrap(&ConflictError{}), false, false, claim.PublishConflict},
-		{"foreign record", wrap(&ForeignClaimError{}), false, false, claim.PublishForeign},
+		{"foreign record", wrap(&ForeignClaimError{Holder: &claim.Record{ClaimID: "other"}}), false, false, claim.PublishForeign},
+		{"foreign record and assignee", wrap(&ForeignClaimError{Holder: &claim.Record{ClaimID: "other"}, Assignees: []string{"x"}}), false, false, claim.PublishForeign},
+		{"foreign assignee only", wrap(&ForeignClaimError{Assignees: []string{"someone"}}), false, false, claim.PublishAssigneeForeign},
+		{"foreign, nothing named", wrap(&ForeignClaimError{}), false, false, claim.PublishForeign},
 		{"read-back shows another record", wrap(&NotInForceError{}), false, true, claim.PublishForeign},
 		{"target gone", wrap(ErrNotFound), true, true, claim.PublishUnavailable},
 		{"kind mismatch", wrap(ErrKindMismatch), true, true, claim.PublishUnavailable},

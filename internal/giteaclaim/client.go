@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"code.gitea.io/sdk/gitea"
@@ -28,6 +29,10 @@ type Client struct {
 	sudo    string
 	http    *http.Client
 	now     func() time.Time
+	// repos caches repository metadata (the default branch) for repoTTL; shared by
+	// every copy WithSudo and WithToken make.
+	repos   *repoCache
+	repoTTL time.Duration
 
 	// afterRead, when set, runs in Publish between the issue read and the
 	// guarded write with the content_version read. Tests use it to line
@@ -56,6 +61,18 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithRepositoryCacheTTL sets how long repository metadata (the default branch) is
+// reused before it is read again (DefaultRepositoryCacheTTL by default; zero or less
+// reads it every time). Nothing a claim decision pins is cached: the default branch
+// only names the branch whose head is read fresh as the parity revision, and renaming
+// the default branch is an administrative act, not a race a claim can win.
+func WithRepositoryCacheTTL(d time.Duration) Option {
+	return func(c *Client) { c.repoTTL = d }
+}
+
+// DefaultRepositoryCacheTTL is how long the default branch of a repository is reused.
+const DefaultRepositoryCacheTTL = 30 * time.Second
+
 // New returns a client for the Gitea server at baseURL (scheme and host, with
 // or without a trailing slash) that authenticates with an access token.
 func New(baseURL, token string, opts ...Option) (*Client, error) {
@@ -66,7 +83,8 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	if token == "" {
 		return nil, fmt.Errorf("%w: gitea token is empty", ErrInvalidArgument)
 	}
-	c := &Client{baseURL: u.String(), token: token, http: http.DefaultClient, now: time.Now}
+	c := &Client{baseURL: u.String(), token: token, http: http.DefaultClient, now: time.Now,
+		repos: &repoCache{entries: map[string]repoEntry{}}, repoTTL: DefaultRepositoryCacheTTL}
 	for _, o := range opts {
 		o(c)
 	}
@@ -247,4 +265,42 @@ func (c *Client) readIssue(ctx context.Context, t claim.Target) (*rawIssue, erro
 		return nil, fmt.Errorf("%s: %w: Gitea has a %s under that number", t, ErrKindMismatch, actual)
 	}
 	return &is, nil
+}
+
+// repoCache remembers repository metadata for a short while.
+type repoCache struct {
+	mu      sync.Mutex
+	entries map[string]repoEntry
+}
+
+// repoEntry is one repository's cached default branch.
+type repoEntry struct {
+	defaultBranch string
+	readAt        time.Time
+}
+
+// defaultBranch returns the repository's default branch, from the cache while it is
+// younger than the client's TTL. The cache is keyed by repository only: the default
+// branch is the same whoever asks.
+func (c *Client) defaultBranch(ctx context.Context, owner, name string) (string, error) {
+	key := strings.ToLower(owner + "/" + name)
+	now := c.now()
+	if c.repoTTL > 0 {
+		c.repos.mu.Lock()
+		e, ok := c.repos.entries[key]
+		c.repos.mu.Unlock()
+		if ok && now.Sub(e.readAt) < c.repoTTL && now.Sub(e.readAt) >= 0 {
+			return e.defaultBranch, nil
+		}
+	}
+	repoInfo, resp, err := c.SDK(ctx).GetRepo(owner, name)
+	if err != nil {
+		return "", sdkErr("GET", repoPath(owner, name), resp, err)
+	}
+	if c.repoTTL > 0 && repoInfo.DefaultBranch != "" {
+		c.repos.mu.Lock()
+		c.repos.entries[key] = repoEntry{defaultBranch: repoInfo.DefaultBranch, readAt: now}
+		c.repos.mu.Unlock()
+	}
+	return repoInfo.DefaultBranch, nil
 }

@@ -125,3 +125,29 @@ func pathEscape(p string) string {
 	}
 	return strings.Join(segs, "/")
 }
+
+// ReadFile returns the content of path on the repository's default branch. A missing
+// file is an error wrapping ErrNotFound.
+func (c *Client) ReadFile(ctx context.Context, repo, path string) ([]byte, error) {
+	owner, name, err := splitRepo(repo)
+	if err != nil {
+		return nil, err
+	}
+	path = strings.TrimPrefix(path, "/")
+	if path == "" {
+		return nil, fmt.Errorf("%w: file path is empty", ErrInvalidArgument)
+	}
+	cur, resp, err := c.SDK(ctx).GetContents(owner, name, "", path)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s in %s: %w", path, repo,
+			sdkErr("GET", repoPath(owner, name)+"/contents/"+pathEscape(path), resp, err))
+	}
+	if cur.Type != "file" {
+		return nil, fmt.Errorf("%w: %s in %s is a %s, not a file", ErrInvalidArgument, path, repo, cur.Type)
+	}
+	b, err := decodeContent(cur)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s in %s: %w", path, repo, err)
+	}
+	return b, nil
+}

@@ -696,7 +696,8 @@ func TestReadTargetPushersFromTimeline(t *testing.T) {
 }
 
 // TestReadTargetReferencingPulls: a pull request whose body mentions the issue shows on
-// the issue as a cross-reference naming the pull request, its author and creation time.
+// the issue as a cross-reference naming the pull request, its author and creation time,
+// while a claim record is in force on the issue (only a holder's completion uses it).
 func TestReadTargetReferencingPulls(t *testing.T) {
 	f := giteaFixture(t)
 	ctx := ctxT(t)
@@ -707,6 +708,9 @@ func TestReadTargetReferencingPulls(t *testing.T) {
 	}
 	if len(st.ReferencingPulls) != 0 {
 		t.Fatalf("fresh issue has references %+v", st.ReferencingPulls)
+	}
+	if _, err := f.workers[0].Publish(ctx, issue, f.record(f.workers[0], issue, "claim-referenced")); err != nil {
+		t.Fatalf("Publish: %v", err)
 	}
 	before := time.Now().Add(-2 * time.Second)
 	w := f.workers[0]
@@ -734,6 +738,14 @@ func TestReadTargetReferencingPulls(t *testing.T) {
 	if ref.Number != pr.Index || ref.Author != f.login(w) || !strings.EqualFold(ref.Repository, f.repo) ||
 		ref.CreatedAt.Before(before) || ref.CreatedAt.After(time.Now().Add(2*time.Second)) {
 		t.Fatalf("reference %+v, want #%d by %s in %s", ref, pr.Index, f.login(w), f.repo)
+	}
+	// Once the record is no longer in force nobody's completion is due: the timeline is
+	// not read.
+	if _, err := f.workers[0].Clear(ctx, issue, "claim-referenced", claim.RecordStateReleased); err != nil {
+		t.Fatalf("Clear: %v", err)
+	}
+	if st, err = f.admin.ReadTarget(ctx, issue); err != nil || len(st.ReferencingPulls) != 0 {
+		t.Fatalf("without a record in force: refs %+v, err %v", st.ReferencingPulls, err)
 	}
 	// A pull request has no referencing pulls of its own, and its own mention is no push.
 	pst, err := f.admin.ReadTarget(ctx, claim.Target{Repository: f.repo, Kind: claim.KindPullRequest, Number: pr.Index})

@@ -77,7 +77,7 @@ func validateRecord(r claim.Record) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("%w: record lacks %s", ErrInvalidArgument, strings.Join(missing, ", "))
 	}
-	for _, v := range []string{r.ClaimID, r.Worker, r.Identity, r.Role, r.Repository, r.HeadSHA, r.Generation, r.Pin} {
+	for _, v := range []string{r.ClaimID, r.Worker, r.Identity, r.Role, r.Repository, r.HeadSHA, r.Generation, r.Pin, r.RuleSet} {
 		if !utf8.ValidString(v) {
 			// JSON would rewrite the bytes, so the record could never read back as written.
 			return fmt.Errorf("%w: record field %q is not valid UTF-8", ErrInvalidArgument, v)

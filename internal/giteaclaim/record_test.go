@@ -211,6 +211,7 @@ func TestTransitionFormatParse(t *testing.T) {
 			}
 			want := tr
 			want.At = at.UTC().Truncate(time.Second)
+			want.RuleSet = claim.RuleSetDigest() // every audit comment names the rule set in force
 			if got != want {
 				t.Fatalf("round trip = %+v, want %+v", got, want)
 			}
@@ -332,6 +333,7 @@ func TestWireFormatUnchanged(t *testing.T) {
 	rec := sampleRecord()
 	pr := rec
 	pr.Kind, pr.HeadSHA, pr.State, pr.Pin = claim.KindPullRequest, "0123abcd", claim.RecordStateRevoked, "<-->&"
+	pr.RuleSet = "sha256:0123"
 	pr.ClaimedAt = at.In(time.FixedZone("x", 3600)).Add(500 * time.Millisecond)
 	tg := claim.Target{Repository: "org/repo", Kind: claim.KindPullRequest, Number: 9}
 	format := func(tr Transition) string {
@@ -354,14 +356,14 @@ func TestWireFormatUnchanged(t *testing.T) {
 		{"issue record", withRecord("Body.", rec),
 			"Body.\n\n" + `<!-- fleet-claim:v1 {"claimID":"claim-1","worker":"worker-a","identity":"alice","role":"author","repository":"org/repo","kind":"Issue","number":7,"generation":"42","pin":"sha256:abc","state":"active","claimedAt":"2026-07-31T15:18:17Z","expiresAt":"2026-07-31T16:18:17Z"} -->`},
 		{"pull request record", withRecord("", pr),
-			`<!-- fleet-claim:v1 {"claimID":"claim-1","worker":"worker-a","identity":"alice","role":"author","repository":"org/repo","kind":"PullRequest","number":7,"headSHA":"0123abcd","generation":"42","pin":"\u003c--\u003e\u0026","state":"revoked","claimedAt":"2026-07-31T15:18:17Z","expiresAt":"2026-07-31T16:18:17Z"} -->`},
+			`<!-- fleet-claim:v1 {"claimID":"claim-1","worker":"worker-a","identity":"alice","role":"author","repository":"org/repo","kind":"PullRequest","number":7,"headSHA":"0123abcd","generation":"42","pin":"\u003c--\u003e\u0026","state":"revoked","claimedAt":"2026-07-31T15:18:17Z","expiresAt":"2026-07-31T16:18:17Z","ruleSet":"sha256:0123"} -->`},
 		{"revocation comment", format(Transition{Event: claim.EventRevoked, Trigger: claim.TriggerOwnershipLoss, ClaimID: "c1", Worker: "w1",
 			Identity: "alice", Role: "reviewer", Reason: "lease moved", At: at.Add(300 * time.Millisecond)}),
-			"Claim `c1` of worker `w1` (@alice, role reviewer) revoked (trigger: ownership_loss) (reason: lease moved) at 2026-07-31T15:18:17Z.\n\n" +
-				`<!-- fleet-claim-audit:v1 {"event":"revoked","trigger":"ownership_loss","claimID":"c1","worker":"w1","identity":"alice","role":"reviewer","reason":"lease moved","at":"2026-07-31T15:18:17Z"} -->`},
-		{"rejection comment", format(Transition{Event: claim.EventRejected, ClaimID: "c2", Worker: "w2", Identity: "bob", At: at}),
-			"Claim `c2` of worker `w2` (@bob) rejected at 2026-07-31T15:18:17Z.\n\n" +
-				`<!-- fleet-claim-audit:v1 {"event":"rejected","claimID":"c2","worker":"w2","identity":"bob","at":"2026-07-31T15:18:17Z"} -->`},
+			"Claim `c1` of worker `w1` (identity `alice`, role reviewer) revoked (trigger: ownership_loss) (reason: lease moved) at 2026-07-31T15:18:17Z.\n\n" +
+				`<!-- fleet-claim-audit:v1 {"event":"revoked","trigger":"ownership_loss","claimID":"c1","worker":"w1","identity":"alice","role":"reviewer","reason":"lease moved","at":"2026-07-31T15:18:17Z","ruleSet":"` + claim.RuleSetDigest() + `"} -->`},
+		{"rejection comment", format(Transition{Event: claim.EventRejected, ClaimID: "c2", Worker: "w2", Identity: "bob", At: at, RuleSet: "sha256:0123"}),
+			"Claim `c2` of worker `w2` (identity `bob`) rejected at 2026-07-31T15:18:17Z.\n\n" +
+				`<!-- fleet-claim-audit:v1 {"event":"rejected","claimID":"c2","worker":"w2","identity":"bob","at":"2026-07-31T15:18:17Z","ruleSet":"sha256:0123"} -->`},
 		{"foreign claim error", (&ForeignClaimError{Target: tg, Holder: &rec, Assignees: []string{"bob"}}).Error(),
 			`org/repo#9 (PullRequest): target is held by another claim: claim "claim-1" of alice until 2026-07-31T16:18:17Z; assigned to bob`},
 		{"not in force error", (&NotInForceError{Target: tg, ClaimID: "c9", Found: &pr, ContentVersion: 4}).Error(),

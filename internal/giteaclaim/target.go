@@ -24,7 +24,10 @@ import (
 //   - State is "open" or "closed" (a merged pull request is "closed");
 //     Merged, Draft, HeadBranch are the pull request's (zero for issues).
 //   - BaseBranch is the branch a pull request targets, for an issue the
-//     repository's default branch; ParityRevision is its current head commit.
+//     repository's default branch (repository metadata, cached for the
+//     client's repository cache TTL); ParityRevision is that branch's current
+//     head commit, read fresh every time (for a pull request Gitea reports it
+//     with the pull request itself, read from the git repository).
 //   - Pushers are the pull request's author, every account its timeline
 //     records pushing to it (pull_push events; a push by a deleted account
 //     counts in UnattributedPushes), the accounts behind its commits (author
@@ -34,11 +37,15 @@ import (
 //     UnmappedCommitEmails are the commit and co-author e-mails no account
 //     owns, and trailers whose e-mail cannot be read. Both sorted, unique,
 //     empty for issues.
-//   - Merged pull requests carry MergedBy and MergeCommit; for an open,
-//     approved pull request ParityParents are the base head's parents.
-//   - ReferencingPulls (issues only) are the pull requests the issue's
-//     timeline shows as cross-references (pull_ref: a pull request whose
-//     title or body mentions the issue), with their author and creation time.
+//   - Merged pull requests carry MergedBy and MergeCommit.
+//   - Facts only a holder's re-check uses are read only while the body holds
+//     a claim record in force (whoever's it is): for an open, approved pull
+//     request ParityParents, the base head's parents (a merge in flight);
+//     for an issue ReferencingPulls, the pull requests the issue's timeline
+//     shows as cross-references (pull_ref: a pull request whose title or body
+//     mentions the issue), with their author and creation time (an author's
+//     completion). Without a record in force nobody's completion can be due,
+//     and validation and claim decisions read neither.
 //   - Reviews are the submitted reviews, oldest first (pending drafts and bare
 //     review requests are left out). Reviewed is set when one does not
 //     approve (dismissed or not), Approved when an approval is neither
@@ -47,8 +54,14 @@ import (
 //     on, in the order Gitea lists them.
 //   - ClaimRecord is the claim record in the body (nil when there is none);
 //     RecordVersion is the issue's content_version at the read, which a
-//     guarded claim write is checked against.
+//     guarded claim write is checked against, and RecordBody the body itself
+//     (what such a write goes over).
 //   - The Lease fields are not Gitea's and stay zero.
+//
+// On the happy path that is three requests for an issue (the issue, its
+// dependencies, the default branch's head) and six for a pull request (the issue,
+// dependencies, timeline, pull request, commits, reviews), plus one per
+// Co-authored-by e-mail.
 //
 // The kind must match what Gitea holds under that number (ErrKindMismatch
 // otherwise); a malformed claim block is an error wrapping ErrMalformedRecord.
@@ -59,9 +72,8 @@ func (c *Client) ReadTarget(ctx context.Context, t claim.Target) (claim.TargetSt
 		return claim.TargetState{}, err
 	}
 	kind, number := t.Kind, t.Number
-	// The issue, its dependencies and the repository or pull request are independent
-	// reads: they run concurrently (each with its own SDK client), then the base branch
-	// head is read once its name is known.
+	// The issue, its dependencies and the repository's branch or the pull request are
+	// independent reads: they run concurrently, each with its own SDK client.
 	var (
 		wg                               sync.WaitGroup
 		is                               *rawIssue
@@ -69,24 +81,19 @@ func (c *Client) ReadTarget(ctx context.Context, t claim.Target) (claim.TargetSt
 		timeline                         []timelineEvent
 		deps                             []claim.DependencyEdge
 		pull                             claim.TargetState
-		defaultBranch                    string
 	)
 	wg.Go(func() { is, issueErr = c.readIssue(ctx, t) })
 	wg.Go(func() { deps, depErr = c.dependencies(c.SDK(ctx), owner, name, number) })
-	wg.Go(func() { timeline, tlErr = c.readTimeline(ctx, owner, name, number) })
-	wg.Go(func() {
-		sdk := c.SDK(ctx)
-		if kind == claim.KindIssue {
-			repoInfo, resp, err := sdk.GetRepo(owner, name)
-			if err != nil {
-				sideErr = sdkErr("GET", repoPath(owner, name), resp, err)
-				return
+	if kind == claim.KindIssue {
+		wg.Go(func() {
+			if pull.BaseBranch, sideErr = c.defaultBranch(ctx, owner, name); sideErr == nil && pull.BaseBranch != "" {
+				pull.ParityRevision, sideErr = c.branchHead(ctx, owner, name, pull.BaseBranch)
 			}
-			defaultBranch = repoInfo.DefaultBranch
-			return
-		}
-		sideErr = c.readPull(ctx, owner, name, number, &pull)
-	})
+		})
+	} else {
+		wg.Go(func() { timeline, tlErr = c.readTimeline(ctx, owner, name, number) })
+		wg.Go(func() { sideErr = c.readPull(ctx, owner, name, number, &pull) })
+	}
 	wg.Wait()
 	if issueErr != nil {
 		return claim.TargetState{}, issueErr
@@ -97,9 +104,6 @@ func (c *Client) ReadTarget(ctx context.Context, t claim.Target) (claim.TargetSt
 	if sideErr != nil {
 		return claim.TargetState{}, fmt.Errorf("reading %s: %w", t, sideErr)
 	}
-	if tlErr != nil {
-		return claim.TargetState{}, fmt.Errorf("reading %s: timeline: %w", t, tlErr)
-	}
 	st := pull
 	st.Target = t
 	st.Target.HeadSHA = pull.Target.HeadSHA
@@ -107,15 +111,8 @@ func (c *Client) ReadTarget(ctx context.Context, t claim.Target) (claim.TargetSt
 	st.Author = is.User.Login
 	st.Assignees = sortedUnique(is.assigneeLogins())
 	st.RecordVersion = *is.ContentVersion
+	st.RecordBody = is.Body
 	st.Dependencies = deps
-	facts := factsOf(timeline)
-	if kind == claim.KindIssue {
-		st.BaseBranch = defaultBranch
-		st.ReferencingPulls = facts.referencing
-	} else {
-		st.Pushers = sortedUnique(append(st.Pushers, facts.pushers...))
-		st.UnattributedPushes = facts.unattributed
-	}
 	for _, l := range is.Labels {
 		st.Labels = append(st.Labels, l.Name)
 	}
@@ -123,21 +120,30 @@ func (c *Client) ReadTarget(ctx context.Context, t claim.Target) (claim.TargetSt
 	if st.ClaimRecord, err = ParseBody(is.Body); err != nil {
 		return claim.TargetState{}, fmt.Errorf("%s: %w", t, err)
 	}
-	sdk := c.SDK(ctx)
-	if st.BaseBranch != "" {
-		br, resp, err := sdk.GetRepoBranch(owner, name, st.BaseBranch)
-		if err != nil {
-			return claim.TargetState{}, fmt.Errorf("reading %s: base branch %q: %w", t, st.BaseBranch,
-				sdkErr("GET", repoPath(owner, name)+"/branches/"+url.PathEscape(st.BaseBranch), resp, err))
-		}
-		if br.Commit != nil {
-			st.ParityRevision = br.Commit.ID
+	held := st.ClaimRecord.InForce(c.now())
+	if kind == claim.KindIssue && held {
+		timeline, tlErr = c.readTimeline(ctx, owner, name, number)
+	}
+	if tlErr != nil {
+		return claim.TargetState{}, fmt.Errorf("reading %s: timeline: %w", t, tlErr)
+	}
+	facts := factsOf(timeline)
+	if kind == claim.KindIssue {
+		st.ReferencingPulls = facts.referencing
+		return st, nil
+	}
+	st.Pushers = sortedUnique(append(st.Pushers, facts.pushers...))
+	st.UnattributedPushes = facts.unattributed
+	if st.ParityRevision == "" && st.BaseBranch != "" {
+		// Gitea leaves the base head out when it could not read it with the pull request.
+		if st.ParityRevision, err = c.branchHead(ctx, owner, name, st.BaseBranch); err != nil {
+			return claim.TargetState{}, fmt.Errorf("reading %s: %w", t, err)
 		}
 	}
-	if kind == claim.KindPullRequest && st.Approved && !st.Merged && st.State == claim.StateOpen && st.ParityRevision != "" {
+	if held && st.Approved && !st.Merged && st.State == claim.StateOpen && st.ParityRevision != "" {
 		// The merger's target: a merge in flight shows as a base head whose parents
 		// include the pull request's head.
-		cm, resp, err := sdk.GetSingleCommit(owner, name, st.ParityRevision)
+		cm, resp, err := c.SDK(ctx).GetSingleCommit(owner, name, st.ParityRevision)
 		if err != nil {
 			return claim.TargetState{}, fmt.Errorf("reading %s: base head %s: %w", t, st.ParityRevision,
 				sdkErr("GET", repoPath(owner, name)+"/git/commits/"+url.PathEscape(st.ParityRevision), resp, err))
@@ -149,6 +155,19 @@ func (c *Client) ReadTarget(ctx context.Context, t claim.Target) (claim.TargetSt
 		}
 	}
 	return st, nil
+}
+
+// branchHead reads the current head commit of a branch.
+func (c *Client) branchHead(ctx context.Context, owner, name, branch string) (string, error) {
+	br, resp, err := c.SDK(ctx).GetRepoBranch(owner, name, branch)
+	if err != nil {
+		return "", fmt.Errorf("base branch %q: %w", branch,
+			sdkErr("GET", repoPath(owner, name)+"/branches/"+url.PathEscape(branch), resp, err))
+	}
+	if br.Commit == nil {
+		return "", nil
+	}
+	return br.Commit.ID, nil
 }
 
 // readPull fills the pull-request-only fields (the head in st.Target.HeadSHA).
@@ -198,6 +217,8 @@ func (c *Client) readPull(ctx context.Context, owner, name string, number int64,
 	}
 	if pr.Base != nil {
 		st.BaseBranch = pr.Base.Ref
+		// Gitea reads the base branch's head from the git repository for this answer.
+		st.ParityRevision = pr.Base.Sha
 	}
 	pushers := []string{}
 	if pr.Poster != nil && pr.Poster.UserName != "" {

@@ -453,6 +453,19 @@ var _ = Describe("TaskClaim validation", func() {
 	})
 })
 
+var _ = Describe("TaskClaim status", func() {
+	It("accepts an ended claim's outcome, the ending, and nothing unknown", func() {
+		c := newClaim()
+		Expect(k8sClient.Create(ctx, c)).To(Succeed())
+		for _, outcome := range []string{"released", "completed", "expired", "revoked"} {
+			c.Status = fleetv1alpha1.TaskClaimStatus{Phase: "Released", Result: &fleetv1alpha1.ClaimResult{Outcome: outcome}}
+			Expect(k8sClient.Status().Update(ctx, c)).To(Succeed(), outcome)
+		}
+		c.Status.Result.Outcome = "abandoned"
+		expectInvalid(k8sClient.Status().Update(ctx, c), "status.result.outcome", "Unsupported value")
+	})
+})
+
 var _ = Describe("kubectl", func() {
 	It("explains the API and lists every kind under the fleet category", func() {
 		Expect(k8sClient.Create(ctx, newRegistration())).To(Succeed())
@@ -472,6 +485,16 @@ var _ = Describe("kubectl", func() {
 		text := readAll(out)
 		Expect(text).To(ContainSubstring("startTime"))
 		Expect(text).To(ContainSubstring("boot_id"))
+
+		out, errOut, err = kubectl.Run("explain", "taskclaim.status.result.outcome")
+		Expect(err).NotTo(HaveOccurred(), readAll(errOut))
+		text = readAll(out)
+		for _, ending := range []string{"released", "completed", "expired", "revoked"} {
+			Expect(text).To(ContainSubstring(ending), "an ended claim's outcome is explained")
+		}
+		out, errOut, err = kubectl.Run("explain", "taskclaim.status.validation.target")
+		Expect(err).NotTo(HaveOccurred(), readAll(errOut))
+		Expect(readAll(out)).To(ContainSubstring("target_substituted"))
 
 		out, errOut, err = kubectl.Run("get", "fleet", "-A", "-o", "name")
 		Expect(err).NotTo(HaveOccurred(), readAll(errOut))

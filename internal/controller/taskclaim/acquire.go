@@ -3,6 +3,7 @@ package taskclaim
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -20,8 +21,14 @@ import (
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 )
 
-// lockLabel marks the per-target lock Leases.
-const lockLabel = "fleet.giteatools.dev/claim-lock"
+// LockLabel marks the per-target lock Leases (value "true"); the manager caches and
+// watches only Leases with it.
+const LockLabel = "fleet.giteatools.dev/claim-lock"
+
+const lockLabel = LockLabel
+
+// lockLabels are the labels of every claim lock.
+func lockLabels() map[string]string { return map[string]string{LockLabel: "true"} }
 
 // claim re-reads everything, wins the per-target lock, publishes in Gitea, reads back,
 // and only then activates the capability. Each step that fails after the lock was won
@@ -33,18 +40,22 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		return ctrl.Result{}, err
 	}
 	target := apiconv.Target(tc.Spec.Target)
-	// model: claim.pml step C3 (revalidate, Lease still at the pinned generation)
 	acq, res := claim.DecideClaim(claim.ClaimInput{
 		Worker: w.worker, ClaimID: string(tc.UID), Spec: target, PinnedValue: tc.Spec.Pin,
 		Validated: apiconv.Validation(tc), Fresh: w.state, ControllerRepository: r.Repository,
 		CapabilityVerdict: w.verdict, Now: started, OtherClaims: w.others,
 	})
 	if res.Refused() {
-		return ctrl.Result{}, r.reject(ctx, tc, res, w.worker)
+		countContention(res)
+		return ctrl.Result{}, r.reject(ctx, tc, res)
 	}
+	// A record of this very claim already in force means an earlier attempt published it
+	// (and audited it) and then failed to record the activation: publishing again is a
+	// read-back, and the "claimed" comment is not posted twice.
+	republished := w.state.ClaimRecord != nil && w.state.ClaimRecord.ClaimID == string(tc.UID) &&
+		w.state.ClaimRecord.State == claim.RecordStateActive
 	// Move the workflow fence first: a retirement apply running now stops before its next
 	// write rather than retire this worker on a stale view of the active claims.
-	// model: apply.pml (the claim moves the workflow fence before its Lease)
 	if err := r.Fence.Bump(ctx, tc.Namespace); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -53,7 +64,9 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		return ctrl.Result{}, err
 	}
 	if lost {
-		return ctrl.Result{}, r.reject(ctx, tc, claim.ContentionLoss(claim.PredicateLeaseCASConflict, target), w.worker)
+		res := claim.ContentionLoss(claim.PredicateLeaseCASConflict, target)
+		countContention(res)
+		return ctrl.Result{}, r.reject(ctx, tc, res)
 	}
 	// The finalizer now shows this claim as acquiring. Look for another claim of the same
 	// worker or identity once more: of two racing claims at least one sees the other
@@ -63,20 +76,29 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		return ctrl.Result{}, err // retried: the lock is already this claim's
 	}
 	if others > 0 {
-		return ctrl.Result{}, r.giveUp(ctx, tc, lease, claim.HoldsOtherClaim(target), w.worker)
+		return ctrl.Result{}, r.reject(ctx, tc, claim.HoldsOtherClaim(target))
 	}
-	// A lock alone is only a reservation: publish the authoritative record.
-	// model: claim.pml steps C6-C8 (Publish: read, content_version PATCH, verify)
-	if _, err := r.Gitea.Publish(ctx, target, r.record(tc, acq, lease, started)); err != nil {
+	// A lock alone is only a reservation: publish the authoritative record, written over
+	// the issue exactly as this claim's own re-read saw it (its content_version guards the
+	// write, so anything that changed the body since loses it for this claim). Gitea's
+	// answer to that write is the read-back (giteaclaim.Client.Publish says why). The same
+	// guarded write assigns the worker's identity, so people see who holds the target.
+	// Every refusal from here on goes through finish (the claim holds the finalizer now):
+	// whatever may have landed in Gitea is ended and the lock released before the
+	// finalizer goes.
+	published, err := r.Gitea.Publish(ctx, target, r.record(tc, acq, lease, started), r.publishOptions(giteaclaim.Over(w.state))...)
+	if err != nil {
 		log.FromContext(ctx).Info("Claim publication failed; releasing the lock", "error", err.Error())
-		return ctrl.Result{}, r.giveUp(ctx, tc, lease, claim.PublicationRefusal(giteaclaim.PublishFailureOf(err), target), w.worker)
+		res := claim.PublicationRefusal(giteaclaim.PublishFailureOf(err), target)
+		countContention(res)
+		return ctrl.Result{}, r.reject(ctx, tc, res)
 	}
-	// model: claim.pml step C9 (read back record and Lease)
-	capability, res := r.readBack(ctx, tc, acq, lease)
+	capability, res := r.readBack(ctx, tc, acq, lease, published)
 	if capability == nil {
-		return ctrl.Result{}, r.giveUp(ctx, tc, lease, res, w.worker)
+		countContention(res)
+		return ctrl.Result{}, r.reject(ctx, tc, res)
 	}
-	if err := r.activate(ctx, tc, capability, res, started); err != nil {
+	if err := r.activate(ctx, tc, capability, res, started, republished); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{RequeueAfter: claim.RecheckAfter(capability.ExpiresAt, r.Clock.Now(), r.ActiveRecheck)}, nil
@@ -92,7 +114,6 @@ func (r *Reconciler) lock(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq 
 	if err != nil || lost {
 		return nil, lost, err
 	}
-	// model: claim.pml step C5 (finalizer; on failure the Lease is given back)
 	if controllerutil.AddFinalizer(tc, Finalizer) {
 		if err := r.Update(ctx, tc); err != nil {
 			if relErr := r.releaseLease(ctx, tc, lease); relErr != nil {
@@ -110,7 +131,7 @@ func (r *Reconciler) lock(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq 
 func (r *Reconciler) acquireLease(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq claim.Acquisition) (*coordinationv1.Lease, bool, error) {
 	now := metav1.NewMicroTime(r.Clock.Now())
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace,
-		Name: claim.LockName(apiconv.Target(tc.Spec.Target)), Labels: map[string]string{lockLabel: "true"}}}
+		Name: claim.LockName(apiconv.Target(tc.Spec.Target)), Labels: lockLabels()}}
 	if acq.AlreadyHeld {
 		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), lease)
 		return lease, false, err
@@ -124,7 +145,6 @@ func (r *Reconciler) acquireLease(ctx context.Context, tc *fleetv1alpha1.TaskCla
 		RenewTime:            &now,
 	}
 	var err error
-	// model: claim.pml step C4 (Lease compare-and-swap on resourceVersion, owned by the claim)
 	if acq.ExpectedGeneration == "" {
 		err = r.Create(ctx, lease)
 	} else {
@@ -144,52 +164,78 @@ func (r *Reconciler) record(tc *fleetv1alpha1.TaskClaim, acq claim.Acquisition, 
 		Repository: t.Repository, Kind: claim.Kind(t.Kind), Number: t.Number, HeadSHA: t.HeadSHA,
 		Generation: lease.ResourceVersion, Pin: tc.Spec.Pin, State: claim.RecordStateActive,
 		ClaimedAt: started.Truncate(time.Second), ExpiresAt: started.Add(r.TTL).Truncate(time.Second),
+		RuleSet: claim.RuleSetDigest(),
 	}
 }
 
-// readBack reads both halves of the claim back; only a proven claim activates.
-func (r *Reconciler) readBack(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq claim.Acquisition, lease *coordinationv1.Lease) (*claim.Capability, claim.Result) {
-	rec, _, readErr := r.Gitea.Read(ctx, apiconv.Target(tc.Spec.Target))
+// readBack proves both halves of the claim: the record as Gitea answered the guarded
+// write (published), and the Lease read back from the API server. Only a proven claim
+// activates.
+func (r *Reconciler) readBack(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq claim.Acquisition, lease *coordinationv1.Lease,
+	published giteaclaim.Published) (*claim.Capability, claim.Result) {
 	held := &coordinationv1.Lease{}
 	leaseErr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), held)
-	in := claim.ActivateInput{Validation: acq.Validation, ClaimID: string(tc.UID), LeaseName: lease.Name, Now: r.Clock.Now()}
+	rec := published.Record
+	in := claim.ActivateInput{Validation: acq.Validation, ClaimID: string(tc.UID), LeaseName: lease.Name, Now: r.Clock.Now(), Record: &rec}
 	if leaseErr == nil {
 		in.LeaseGeneration, in.LeaseHolder, _ = lockState(held)
-	}
-	if readErr == nil {
-		in.Record = rec
 	}
 	return claim.Activate(in)
 }
 
-// activate audits and records the won claim. The record is published and proven: that is
-// the claim, whatever happens next.
-func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, c *claim.Capability, res claim.Result, started time.Time) error {
-	r.audit(ctx, tc, claim.EventClaimed, string(c.Role))
-	// model: claim.pml step C10 (activate, status guarded by resourceVersion)
+// activate audits and records the won claim. The record is published and proven: that
+// is the claim, whatever happens next, so it is audited now, with one "claimed" comment
+// (unless an earlier attempt already published and audited this very record and then
+// failed to write the status).
+func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, c *claim.Capability, res claim.Result, started time.Time, republished bool) error {
+	if !republished {
+		r.audit(ctx, tc, claim.EventClaimed, string(c.Role))
+		claimTransitions.WithLabelValues(string(claim.EventClaimed), "").Inc()
+	}
 	markActive(tc, c, res)
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err
 	}
-	// Audited once the capability is on record: a status write that fails is retried, and
-	// the trail must not show an activation that never became visible.
-	r.audit(ctx, tc, claim.EventActivated, string(c.Role))
 	claimResults.WithLabelValues(string(res.Outcome), "").Inc()
-	claimTransitions.WithLabelValues(string(claim.EventActivated), "").Inc()
 	claimLatency.Observe(r.Clock.Since(started).Seconds())
 	r.Recorder.Eventf(tc, nil, "Normal", fleetv1alpha1.ReasonAcquired, "Claim", "Claimed %s as %s", apiconv.Target(tc.Spec.Target), c.Role)
 	return nil
 }
 
-// giveUp refuses a claim that won the lock but did not activate. The write may have landed
-// even though the call failed (an unverified write, or a read-back that showed something
-// else): no record of this refused claim is left in force, and the lock is released.
-func (r *Reconciler) giveUp(ctx context.Context, tc *fleetv1alpha1.TaskClaim, lease *coordinationv1.Lease, res claim.Result, w claim.Worker) error {
-	// model: claim.pml step G1 (end own record, best effort)
-	r.clearOwnRecord(ctx, tc, claim.RecordStateRevoked)
-	// model: claim.pml step G2 (free the Lease)
-	if err := r.releaseLease(ctx, tc, lease); err != nil {
-		return err
+// ensureLock creates the target's lock, free and owned by nobody, if it does not exist
+// yet, so every validation pins a real generation (a resourceVersion, never reused) and
+// no pin can ever mean "no lock". That is what makes deleting a lock safe: a pin of a
+// deleted lock's generation can match no later lock. Only targets in the controller's
+// repository get a lock; the others are refused anyway.
+func (r *Reconciler) ensureLock(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
+	if !strings.EqualFold(tc.Spec.Target.Repository, r.Repository) {
+		return nil
 	}
-	return r.reject(ctx, tc, res, w)
+	key := client.ObjectKey{Namespace: tc.Namespace, Name: claim.LockName(apiconv.Target(tc.Spec.Target))}
+	err := r.APIReader.Get(ctx, key, &coordinationv1.Lease{})
+	if !apierrors.IsNotFound(err) {
+		if err != nil {
+			return fmt.Errorf("reading claim lock: %w", err)
+		}
+		return nil
+	}
+	now := metav1.NewMicroTime(r.Clock.Now())
+	lease := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: lockLabels()},
+		Spec:       coordinationv1.LeaseSpec{RenewTime: &now, LeaseDurationSeconds: ptr.To(int32(r.TTL / time.Second))},
+	}
+	if err := r.Create(ctx, lease); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating claim lock %s: %w", key.Name, err)
+	}
+	return nil
+}
+
+// publishOptions are the options of the claim's guarded Gitea writes: the worker's
+// identity is assigned with the record and unassigned with its end, unless
+// SkipAssignment.
+func (r *Reconciler) publishOptions(opts ...giteaclaim.PublishOption) []giteaclaim.PublishOption {
+	if !r.SkipAssignment {
+		opts = append(opts, giteaclaim.Assigning())
+	}
+	return opts
 }

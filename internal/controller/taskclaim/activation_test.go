@@ -3,6 +3,7 @@ package taskclaim_test
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -28,11 +29,11 @@ type hookedGitea struct {
 	afterPublish  func(giteaclaim.Published, error) (giteaclaim.Published, error)
 }
 
-func (h *hookedGitea) Publish(ctx context.Context, t claim.Target, rec claim.Record) (giteaclaim.Published, error) {
+func (h *hookedGitea) Publish(ctx context.Context, t claim.Target, rec claim.Record, opts ...giteaclaim.PublishOption) (giteaclaim.Published, error) {
 	if h.beforePublish != nil {
 		h.beforePublish()
 	}
-	p, err := h.Gitea.Publish(ctx, t, rec)
+	p, err := h.Gitea.Publish(ctx, t, rec, opts...)
 	if h.afterPublish != nil {
 		return h.afterPublish(p, err)
 	}
@@ -86,7 +87,7 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		if rec := readRecord(t); rec != nil && rec.ClaimID == string(tc.UID) {
 			Expect(rec.State).NotTo(Equal(claim.RecordStateActive), "no record of the refused claim stays in force")
 		}
-		Expect(eventsOf(transitionsOf(got))).NotTo(ContainElement("activated"))
+		Expect(eventsOf(transitionsOf(got))).NotTo(ContainElement("claimed"))
 		expectNeutral(w, t)
 	}
 
@@ -96,8 +97,8 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		hooked := false
 		h := &hookedGitea{Gitea: gc, beforePublish: func() {
 			expectReservationOnly(tc, t)
-			// Someone takes the issue in Gitea between the lock and the publication.
-			Expect(srv.Assign(ctx, repo, t.Number, human.login)).To(Succeed())
+			// Someone edits the issue in Gitea between the claim's read and its publication.
+			Expect(srv.EditBody(ctx, repo, t.Number, "Edited meanwhile.")).To(Succeed())
 			hooked = true
 		}}
 		r := directReconciler(h, k8s, clock.RealClock{})
@@ -105,9 +106,48 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		_, err := reconcileOnce(r, tc)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(hooked).To(BeTrue())
-		expectUnwound(tc, t, refusal{"contention", "foreign_claimed", "claim_record_not_ours"})
+		// The guarded write carries the content_version the claim read: Gitea refuses it
+		// before it edits anything, so neither a record nor an assignment lands.
+		expectUnwound(tc, t, refusal{"contention", "foreign_claimed", "content_version_conflict"})
 		Expect(readRecord(t)).To(BeNil(), "nothing was published")
-		Expect(eventsOf(transitionsOf(tc))).To(Equal([]string{"rejected"}))
+		Expect(assigneesOf(t)).To(BeEmpty(), "nothing was assigned")
+		Expect(commentCount(t)).To(BeZero(), "a refusal before publication posts nothing in Gitea")
+	})
+
+	It("assigns the worker in the guarded write itself, over the assignees the claim read", func() {
+		t := issueTarget(newIssue("assigned meanwhile"))
+		var tc *fleetv1alpha1.TaskClaim
+		h := &hookedGitea{Gitea: gc, beforePublish: func() {
+			expectReservationOnly(tc, t)
+			// An assignment carries no version Gitea could guard, so one made between the
+			// claim's read and its write is not seen by the write.
+			Expect(srv.Assign(ctx, repo, t.Number, human.login)).To(Succeed())
+		}}
+		r := directReconciler(h, k8s, clock.RealClock{})
+		tc = validateDirect(r, w, t)
+		_, err := reconcileOnce(r, tc)
+		Expect(err).NotTo(HaveOccurred())
+		got := fetch(tc)
+		Expect(got.Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseActive), describe(got))
+		// The write sets the assignee list the claim read (nobody) plus the worker's
+		// identity, in the same request as the record: exactly one assignee, the holder.
+		assigned := assigneesOf(t)
+		Expect(assigned).To(HaveLen(1))
+		Expect(strings.EqualFold(assigned[0], w.identity)).To(BeTrue(), "assigned to %v, not %s", assigned, w.identity)
+		rec := readRecord(t)
+		Expect(rec).NotTo(BeNil())
+		Expect(rec.ClaimID).To(Equal(string(tc.UID)))
+		Expect(rec.State).To(Equal(claim.RecordStateActive))
+		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed"}))
+
+		// The write that ends the record removes the assignment, so the worker holds
+		// nothing afterwards.
+		w.release(got)
+		_, err = reconcileOnce(r, got)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(fetch(tc).Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseReleased), describe(fetch(tc)))
+		Expect(assigneesOf(t)).To(BeEmpty())
+		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "released"}))
 	})
 
 	It("leaves no record in force when the publication could not be verified", func() {
@@ -126,6 +166,7 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		Expect(rec).NotTo(BeNil())
 		Expect(rec.ClaimID).To(Equal(string(tc.UID)))
 		Expect(rec.State).To(Equal(claim.RecordStateRevoked), "the landed record is ended, not left in force for an hour")
+		Expect(eventsOf(transitionsOf(tc))).To(Equal([]string{"rejected"}), "a record that reached Gitea gets one comment about its end")
 	})
 
 	It("refuses activation when the read-back does not show the claim in force", func() {
@@ -134,9 +175,12 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		h := &hookedGitea{Gitea: gc, afterPublish: func(p giteaclaim.Published, err error) (giteaclaim.Published, error) {
 			Expect(err).NotTo(HaveOccurred())
 			expectReservationOnly(tc, t)
-			_, cerr := gc.Clear(ctx, apiconv.Target(t), string(tc.UID), claim.RecordStateRevoked)
+			// The record is withdrawn as the write lands: Gitea's answer to the guarded
+			// write (the read-back) shows it ended. Gitea's answer to the withdrawal is
+			// that state, as stored.
+			cleared, cerr := gc.Clear(ctx, apiconv.Target(t), string(tc.UID), claim.RecordStateRevoked)
 			Expect(cerr).NotTo(HaveOccurred())
-			return p, err
+			return cleared, err
 		}}
 		r := directReconciler(h, k8s, clock.RealClock{})
 		tc = validateDirect(r, w, t)
@@ -175,6 +219,9 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		Expect(readRecord(t).State).To(Equal(claim.RecordStateReleased), "the published record is ended")
 		Expect(holderOf(lease(nsDirect, t))).To(BeEmpty(), "the lock is freed")
 		Expect(lease(nsDirect, t).OwnerReferences).To(BeEmpty(), "and owned by nobody")
+		// The record was published and proven, so it was audited as claimed when it
+		// landed (the capability never became visible); the trail then shows how that
+		// record ended, and the retry posted no second claimed comment.
 		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "released"}))
 		expectNeutral(w, t)
 	})

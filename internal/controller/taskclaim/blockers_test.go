@@ -108,8 +108,9 @@ var _ = Describe("Fail-closed refusals", Ordered, func() {
 			want := refusal{"eligibility", "terminal", "target_terminal"}
 			tc := expectRefused(w.claim(issueTarget(n)), want)
 			note(want)
-			By("auditing the refusal on the target, once")
-			Eventually(func() []string { return rejectedReasons(tc) }).Should(Equal([]string{"eligibility/target_terminal"}))
+			By("telling the worker through an Event, and leaving Gitea untouched")
+			Eventually(func() []string { return eventReasons(tc) }).Should(ContainElement(fleetv1alpha1.ReasonRejected))
+			Expect(commentCount(issueTarget(n))).To(BeZero())
 		})
 
 		It("ineligible: the target is labelled blocked", func() {

@@ -31,7 +31,10 @@ var _ = Describe("Claiming", func() {
 		tc := w.claim(t)
 		v := waitPhase(tc, fleetv1alpha1.ClaimPhaseValidated).Status.Validation
 		Expect(readRecord(t)).To(BeNil(), "validation publishes nothing")
-		Expect(lease(nsMain, t)).To(BeNil(), "validation takes no lock")
+		free := lease(nsMain, t)
+		Expect(holderOf(free)).To(BeEmpty(), "validation takes no lock: it only makes sure a free one exists")
+		Expect(free.OwnerReferences).To(BeEmpty())
+		Expect(v.ClaimGeneration).To(Equal(free.ResourceVersion), "the pin names the free lock's generation")
 
 		before := time.Now().Truncate(time.Second)
 		w.pin(tc)
@@ -81,7 +84,7 @@ var _ = Describe("Claiming", func() {
 		expectReadiness(got, "True", "", fleetv1alpha1.ReasonAcquired)
 		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, fleetv1alpha1.ClaimedCondition)).To(BeTrue())
 		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, fleetv1alpha1.CapabilityActiveCondition)).To(BeTrue())
-		Eventually(func() []string { return eventsOf(transitionsOf(got)) }).Should(Equal([]string{"claimed", "activated"}))
+		Eventually(func() []string { return eventsOf(transitionsOf(got)) }).Should(Equal([]string{"claimed"}))
 		Eventually(func() []string { return eventReasons(got) }).Should(ContainElement(fleetv1alpha1.ReasonAcquired))
 		for _, tr := range transitionsOf(got) {
 			Expect(tr.Author).To(Equal(srv.AdminLogin), "audit comments are posted by the controller's identity")

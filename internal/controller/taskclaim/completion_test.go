@@ -29,7 +29,7 @@ func expectWorkDone(w *worker, tc *fleetv1alpha1.TaskClaim) {
 	Expect(rec.ClaimID).To(Equal(string(tc.UID)))
 	Expect(rec.State).To(Equal(claim.RecordStateCompleted))
 	Expect(holderOf(lease(tc.Namespace, tc.Spec.Target))).To(BeEmpty())
-	Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "activated", "completed"}))
+	Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "completed"}))
 }
 
 // commitAs pushes one commit to the pull request's branch through pusher's account, with
@@ -201,7 +201,7 @@ var _ = Describe("Revocation and limits", func() {
 		Expect(rec).NotTo(BeNil())
 		Expect(rec.State).To(Equal(claim.RecordStateRevoked))
 		Expect(holderOf(lease(tc.Namespace, t))).To(BeEmpty())
-		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "activated", "revoked/failed_validation"}))
+		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "revoked/failed_validation"}))
 	})
 
 	It("refuses a second claim while the worker holds one, naming no other task", func() {

@@ -14,11 +14,15 @@ import (
 	"sync"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -58,21 +62,30 @@ type Reconciler struct {
 	ActiveRecheck time.Duration
 	Clock         clock.PassiveClock
 	Recorder      events.EventRecorder
+	// MaxConcurrentReconciles is how many claims are reconciled at once (the manager's
+	// default when zero). The per-target Lease compare-and-swap keeps each target's claim
+	// exclusive however many run.
+	MaxConcurrentReconciles int
+	// Rules publishes the rule set and says whether the published copy is in force (one
+	// made from Gitea and Repository when nil; SetupWithManager runs it with the manager).
+	Rules *RulePublisher
+	// SkipAssignment leaves the Gitea assignees alone. By default the guarded write that
+	// publishes a claim's record also assigns the worker's identity to the issue or pull
+	// request, and the one that ends the record removes it (giteaclaim.Assigning), so a
+	// person sees who holds it at no extra request; the record stays the authority.
+	SkipAssignment bool
+	// RetryBaseDelay and RetryMaxDelay bound the exponential backoff of a failed reconcile,
+	// such as ending a record while Gitea is down (DefaultRetryBaseDelay and
+	// DefaultRetryMaxDelay when zero).
+	RetryBaseDelay, RetryMaxDelay time.Duration
 
-	rules rulePublication
-}
-
-// rulePublication publishes the versioned rule set once per process; a failed attempt is
-// retried by the next reconcile.
-type rulePublication struct {
-	mu        sync.Mutex
-	published bool
+	rulesInit sync.Once
 }
 
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims,verbs=get;list;watch;update;patch;claim-for-any
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims/finalizers,verbs=update
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
 
 // Reconcile validates, claims, or checks an active capability, as claim.NextStep says.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -81,8 +94,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	step := claim.NextStep(claim.ClaimView{Phase: tc.Status.Phase, GivenBack: tc.Spec.Release || tc.Spec.CycleComplete,
-		Validated: tc.Status.Validation != nil, Pinned: tc.Spec.Pin != ""})
-	if step == claim.StepNone {
+		Validated: tc.Status.Validation != nil, Pinned: tc.Spec.Pin != "",
+		Finalizer:     controllerutil.ContainsFinalizer(tc, Finalizer),
+		RecordCleared: meta.IsStatusConditionTrue(tc.Status.Conditions, fleetv1alpha1.RecordClearedCondition)})
+	switch step {
+	case claim.StepFinish:
+		// final, but its record or lock may still be held: end them before the finalizer goes.
+		return ctrl.Result{}, r.finish(ctx, tc)
+	case claim.StepNone:
 		// final: a refused or ended claim is never retried; only its finalizer may remain.
 		return ctrl.Result{}, r.dropFinalizer(ctx, tc)
 	}
@@ -92,18 +111,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if !controllerutil.ContainsFinalizer(tc, Finalizer) {
 			return ctrl.Result{}, nil
 		}
-		// model: claim.pml step C12 (deletion gives the task back)
-		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease, nil)
+		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease)
 	}
-	if err := r.publishRules(ctx); err != nil {
+	if refused, err := r.refuseWithoutRules(ctx, tc, step); refused || err != nil {
 		return ctrl.Result{}, err
 	}
 	switch step {
 	case claim.StepCheckActive:
 		return r.checkActive(ctx, tc)
 	case claim.StepGiveBack:
-		// model: claim.pml step C12 (release before any capability)
-		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease, nil)
+		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease)
 	case claim.StepValidate:
 		if err := r.validate(ctx, tc); err != nil {
 			return ctrl.Result{}, err
@@ -120,37 +137,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil // StepAwaitPin: the worker repeats the pin in spec
 }
 
-// publishRules publishes the versioned rule set to the repository once per process.
-func (r *Reconciler) publishRules(ctx context.Context) error {
-	r.rules.mu.Lock()
-	defer r.rules.mu.Unlock()
-	if r.rules.published {
-		return nil
-	}
-	data, _ := claim.RuleSet()
-	if _, err := r.Gitea.PublishFile(ctx, r.Repository, claim.RuleSetPath, data, "Publish task-claim rule set "+claim.RuleSetDigest()); err != nil {
-		return fmt.Errorf("publishing the claim rule set: %w", err)
-	}
-	r.rules.published = true
-	return nil
-}
-
 // validate derives the role and pins the state, or refuses.
 func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
+	if err := r.ensureLock(ctx, tc); err != nil {
+		return err
+	}
 	w, err := r.gather(ctx, tc)
 	if err != nil {
 		return err
 	}
 	now := r.Clock.Now()
-	// model: claim.pml step C1 (validate on fresh state)
 	v, res := claim.Validate(claim.ValidateInput{
 		Worker: w.worker, ClaimID: string(tc.UID), Requested: apiconv.Target(tc.Spec.Target), State: w.state,
 		ControllerRepository: r.Repository, CapabilityVerdict: w.verdict, Now: now, OtherClaims: w.others,
 	})
 	if res.Refused() {
-		return r.reject(ctx, tc, res, w.worker)
+		return r.reject(ctx, tc, res)
 	}
-	// model: claim.pml step C2 (pin the Lease generation, status guarded by resourceVersion)
 	markValidated(tc, v, res, now)
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err
@@ -162,18 +165,20 @@ func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) 
 // checkActive ends an active capability as soon as any trigger fires.
 func (r *Reconciler) checkActive(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ctrl.Result, error) {
 	capability := apiconv.Capability(tc)
+	if trigger, ends := claim.EndsUnread(tc.Spec.Release, tc.Spec.CycleComplete, capability.ExpiresAt, r.Clock.Now()); ends {
+		return ctrl.Result{}, r.end(ctx, tc, trigger)
+	}
 	w, err := r.gather(ctx, tc)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	now := r.Clock.Now()
-	// model: claim.pml step C11 (end on release, expiry or ownership loss)
 	trigger, ends := claim.CheckActive(claim.ActiveInput{Capability: *capability, Now: now, Fresh: w.state, Worker: w.worker,
 		Verdict: w.verdict, Released: tc.Spec.Release, CycleComplete: tc.Spec.CycleComplete})
 	if !ends {
 		return ctrl.Result{RequeueAfter: claim.RecheckAfter(capability.ExpiresAt, now, r.ActiveRecheck)}, nil
 	}
-	return ctrl.Result{}, r.end(ctx, tc, trigger, w.lease)
+	return ctrl.Result{}, r.end(ctx, tc, trigger)
 }
 
 // writeStatus writes status guarded by the resourceVersion read at the start.
@@ -185,12 +190,38 @@ func (r *Reconciler) writeStatus(ctx context.Context, tc *fleetv1alpha1.TaskClai
 	return nil
 }
 
-// SetupWithManager watches claims (spec changes) and their workers' registrations
-// (retirement or lost liveness is ownership loss).
+// Defaults of the reconcile retry backoff.
+const (
+	DefaultRetryBaseDelay = time.Second
+	DefaultRetryMaxDelay  = 2 * time.Minute
+)
+
+// SetupWithManager watches claims (spec changes and deletion), their workers'
+// registrations when something that matters changed (phase, ownership state, spec,
+// deletion; a heartbeat alone does not, so it costs no Gitea request), and the lock Leases
+// the claims own (a lock taken away is ownership loss). Failed reconciles back off
+// exponentially from RetryBaseDelay up to RetryMaxDelay.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.Add(r.rulePublisher()); err != nil {
+		return fmt.Errorf("adding the rule set publisher: %w", err)
+	}
+	base, maxDelay := r.RetryBaseDelay, r.RetryMaxDelay
+	if base <= 0 {
+		base = DefaultRetryBaseDelay
+	}
+	if maxDelay <= 0 {
+		maxDelay = DefaultRetryMaxDelay
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&fleetv1alpha1.TaskClaim{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&fleetv1alpha1.WorkerRegistration{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfWorker)).
+		Watches(&fleetv1alpha1.WorkerRegistration{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfWorker),
+			builder.WithPredicates(registrationChangeMatters())).
+		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &fleetv1alpha1.TaskClaim{}),
+			builder.WithPredicates(lockChangeMatters())).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.MaxConcurrentReconciles,
+			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay),
+		}).
 		Named("taskclaim").
 		Complete(r)
 }

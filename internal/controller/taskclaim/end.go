@@ -7,6 +7,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,83 +20,119 @@ import (
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 )
 
-// end ends a claim for trigger: the Gitea record gets its final state, the lock is freed,
-// the transition is audited, and the worker is neutral again (no capability).
+// end ends a claim for trigger. The capability goes first, in one status write: the
+// worker is neutral again at once, even while Gitea is down. Then finish ends the Gitea
+// record, frees the lock and audits; until that succeeded the claim keeps its finalizer
+// and shows RecordCleared=False.
 //
 // A claim that never showed a capability may still have reached Gitea and the lock: an
 // earlier attempt can have won both and then failed to write its status (for example
-// because the worker released at that very moment). Such leftovers are cleaned up too, so
-// an ended claim never keeps a target locked or claimed until its expiry.
-func (r *Reconciler) end(ctx context.Context, tc *fleetv1alpha1.TaskClaim, trigger claim.Trigger, lease *coordinationv1.Lease) error {
+// because the worker released at that very moment). finish cleans such leftovers up too.
+func (r *Reconciler) end(ctx context.Context, tc *fleetv1alpha1.TaskClaim, trigger claim.Trigger) error {
 	phase := claim.EndPhase(trigger)
-	ending := claim.EndingFor(phase, trigger)
-	target := apiconv.Target(tc.Spec.Target)
-	held, err := r.holdsRecord(ctx, tc)
-	if err != nil {
-		return err
-	}
-	// model: claim.pml step E2 (record to its final state; the model orders E1 first, see docs/protocols.md)
-	if held {
-		if _, err := r.Gitea.Clear(ctx, target, string(tc.UID), ending.Record); err != nil && !giteaclaim.NothingToEnd(err) {
-			return fmt.Errorf("recording the end of the claim in Gitea: %w", err)
-		}
-	}
-	if lease == nil && tc.Spec.Pin != "" {
-		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: claim.LockName(target)}}
-	}
-	// model: claim.pml step E3 (free the Lease)
-	if lease != nil {
-		if err := r.releaseLease(ctx, tc, lease); err != nil {
-			return err
-		}
-	}
-	if held {
-		r.auditEnding(ctx, tc, ending)
-		claimTransitions.WithLabelValues(string(ending.Event), string(ending.Trigger)).Inc()
-	}
-	// model: claim.pml step E1 (status stops showing the capability)
 	markEnded(tc, phase, trigger, r.Clock.Now())
+	holds := controllerutil.ContainsFinalizer(tc, Finalizer)
+	if holds {
+		markClearPending(tc)
+	}
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err
 	}
 	r.Recorder.Eventf(tc, nil, "Normal", phase, "Claim", "Claim ended: %s", trigger)
-	// model: claim.pml step E4 (drop the finalizer)
-	return r.dropFinalizer(ctx, tc)
+	if !holds {
+		return nil
+	}
+	return r.finish(ctx, tc)
 }
 
-// holdsRecord reports whether this claim may have a record in force in Gitea: it showed a
-// capability, or it asked for a claim and Gitea shows a record of its own.
-func (r *Reconciler) holdsRecord(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (bool, error) {
-	if tc.Status.Capability != nil {
-		return true, nil
-	}
-	if tc.Spec.Pin == "" {
-		return false, nil
-	}
-	rec, _, err := r.Gitea.Read(ctx, apiconv.Target(tc.Spec.Target))
-	if err != nil && !giteaclaim.NothingToEnd(err) {
-		return false, fmt.Errorf("reading the claim record in Gitea: %w", err)
-	}
-	return rec != nil && rec.ClaimID == string(tc.UID) && rec.State == claim.RecordStateActive, nil
-}
-
-// reject records a typed, final refusal. It is never retried.
-func (r *Reconciler) reject(ctx context.Context, tc *fleetv1alpha1.TaskClaim, res claim.Result, w claim.Worker) error {
-	// model: claim.pml step R1 (final refusal; never written again)
+// reject records a typed, final refusal. It is never retried. A refusal is a Kubernetes
+// Event and a metric, never a Gitea comment: only a claim whose record reached Gitea
+// leaves a trace there (finish audits the end of that record).
+func (r *Reconciler) reject(ctx context.Context, tc *fleetv1alpha1.TaskClaim, res claim.Result) error {
 	markRejected(tc, res)
+	holds := controllerutil.ContainsFinalizer(tc, Finalizer)
+	if holds {
+		markClearPending(tc)
+	}
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err
 	}
 	claimResults.WithLabelValues(string(res.Outcome), string(res.Class)).Inc()
-	validated := ""
-	if tc.Status.Validation != nil {
-		validated = tc.Status.Validation.Identity
-	}
-	if identity, ok := claim.RefusalAuditIdentity(tc.Spec.Target.Repository, r.Repository, validated, w.Identity); ok {
-		r.auditAs(ctx, tc, giteaclaim.Transition{Event: claim.EventRejected, Identity: identity, Reason: string(res.Class) + "/" + res.FailedPredicate})
-	}
 	r.Recorder.Eventf(tc, nil, "Warning", fleetv1alpha1.ReasonRejected, "Claim", "Refused: %s", rejectionMessage(res))
+	if !holds {
+		return nil
+	}
+	return r.finish(ctx, tc)
+}
+
+// finish ends what a final claim that won its lock may still hold, in this order: its
+// Gitea record (rewritten in its final state; a record that is not this claim's any more
+// is left alone), its assignment, and its lock. Only then is RecordCleared set True, the
+// end audited (one comment, for a claim that was active or whose record was found), and
+// the finalizer dropped. When Gitea fails, RecordCleared=False/GiteaUnavailable carries
+// the error and the error is returned, so the workqueue retries with its capped
+// exponential backoff (Reconciler.RetryMaxDelay); the finalizer holds meanwhile.
+func (r *Reconciler) finish(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
+	if !controllerutil.ContainsFinalizer(tc, Finalizer) {
+		return nil
+	}
+	target := apiconv.Target(tc.Spec.Target)
+	ending := claim.EndingFor(tc.Status.Phase, claim.Trigger(tc.Status.EndedReason))
+	ours := true
+	// The same guarded write that ends the record removes the claim's assignment.
+	if _, err := r.Gitea.Clear(ctx, target, string(tc.UID), ending.Record, r.publishOptions()...); err != nil {
+		if !giteaclaim.NothingToEnd(err) {
+			return r.clearFailed(ctx, tc, fmt.Errorf("ending the claim record in Gitea: %w", err))
+		}
+		ours = false
+	}
+	wasActive := meta.IsStatusConditionTrue(tc.Status.Conditions, fleetv1alpha1.ClaimedCondition)
+	// A record that is not this claim's any more (rewritten by someone) was not cleared by
+	// this claim, so an assignment the claim made may still stand: remove it apart.
+	if identity := boundIdentity(tc); identity != "" && !ours && wasActive && !r.SkipAssignment {
+		if err := r.Gitea.Unassign(ctx, target, identity); err != nil && !giteaclaim.Unreadable(err) {
+			return r.clearFailed(ctx, tc, fmt.Errorf("removing the claim's assignment in Gitea: %w", err))
+		}
+	}
+	if err := r.releaseLease(ctx, tc, lockOf(tc)); err != nil {
+		return err
+	}
+	setCondition(tc, fleetv1alpha1.RecordClearedCondition, true, fleetv1alpha1.ReasonCleared,
+		"The claim's Gitea record is ended and its lock is free")
+	if err := r.writeStatus(ctx, tc); err != nil {
+		return err
+	}
+	// Audited once RecordCleared is on record: a retry after this point only drops the
+	// finalizer, so the end is never audited twice.
+	if ours || wasActive {
+		r.auditEnding(ctx, tc, ending)
+		claimTransitions.WithLabelValues(string(ending.Event), string(ending.Trigger)).Inc()
+	}
 	return r.dropFinalizer(ctx, tc)
+}
+
+// clearFailed records that the claim's record could not be ended yet and returns err for
+// a retry with backoff. The condition is written only when it changes.
+func (r *Reconciler) clearFailed(ctx context.Context, tc *fleetv1alpha1.TaskClaim, err error) error {
+	clearFailures.Inc()
+	before := meta.FindStatusCondition(tc.Status.Conditions, fleetv1alpha1.RecordClearedCondition)
+	msg := "The claim's Gitea record is still in force; retrying with backoff: " + err.Error()
+	if before == nil || before.Reason != fleetv1alpha1.ReasonGiteaUnavailable || before.Message != msg {
+		setCondition(tc, fleetv1alpha1.RecordClearedCondition, false, fleetv1alpha1.ReasonGiteaUnavailable, msg)
+		if werr := r.writeStatus(ctx, tc); werr != nil {
+			log.FromContext(ctx).Error(werr, "Recording that the claim record could not be ended failed")
+		}
+		r.Recorder.Eventf(tc, nil, "Warning", fleetv1alpha1.ReasonGiteaUnavailable, "Clear", "Claim record not ended yet: %s", err.Error())
+	}
+	return err
+}
+
+// lockOf is the claim's per-target lock, or nil when the claim never asked for one.
+func lockOf(tc *fleetv1alpha1.TaskClaim) *coordinationv1.Lease {
+	if tc.Spec.Pin == "" && tc.Status.Capability == nil {
+		return nil
+	}
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: claim.LockName(apiconv.Target(tc.Spec.Target))}}
 }
 
 // dropFinalizer removes the claim finalizer once the claim can hold nothing any more.
@@ -110,7 +147,20 @@ func (r *Reconciler) dropFinalizer(ctx context.Context, tc *fleetv1alpha1.TaskCl
 }
 
 // releaseLease frees the lock if this claim still holds it (guarded by its version).
+//
+// Lock ownership: while held, the lock carries an owner reference to its holder, so a
+// holder deleted without its finalizer (force-deleted) takes its lock with it through
+// garbage collection, and the sweep removes such a lock where no collector runs. A freed
+// lock is owned by nobody and stays, its renew time set to the release: its
+// resourceVersion is the target's claim generation, and the sweep deletes it only after
+// it was idle for a claim lifetime. Deleting a lock never lets a generation start over,
+// because resourceVersions are never reused and every pin names one (the controller
+// creates the lock before it validates), so a pin taken before another claim came and
+// went cannot match again.
 func (r *Reconciler) releaseLease(ctx context.Context, tc *fleetv1alpha1.TaskClaim, lease *coordinationv1.Lease) error {
+	if lease == nil {
+		return nil
+	}
 	cur := &coordinationv1.Lease{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), cur); err != nil {
 		return client.IgnoreNotFound(err)
@@ -118,28 +168,15 @@ func (r *Reconciler) releaseLease(ctx context.Context, tc *fleetv1alpha1.TaskCla
 	if ptr.Deref(cur.Spec.HolderIdentity, "") != string(tc.UID) {
 		return nil
 	}
+	now := metav1.NewMicroTime(r.Clock.Now())
 	cur.Spec.HolderIdentity = nil
-	cur.Spec.RenewTime = nil
 	cur.Spec.AcquireTime = nil
-	// A free lock is owned by nobody, so it outlives the claim that last held it: its
-	// resourceVersion is the target's claim generation, and deleting it would let that
-	// generation start over, so a pin taken before another claim came and went would
-	// match again.
+	cur.Spec.RenewTime = &now // when it became free: the sweep's idle clock
 	cur.OwnerReferences = slices.DeleteFunc(cur.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == tc.UID })
 	if err := r.Update(ctx, cur); err != nil && !apierrors.IsConflict(err) {
 		return fmt.Errorf("releasing claim lock %s: %w", cur.Name, err)
 	}
 	return nil
-}
-
-// clearOwnRecord ends this claim's Gitea record, if one is in force, after a failed
-// activation. It is best effort: a record that is not this claim's is left alone, and a
-// failure is logged (the record then lapses at its expiry; every other claim fails closed
-// on it meanwhile).
-func (r *Reconciler) clearOwnRecord(ctx context.Context, tc *fleetv1alpha1.TaskClaim, final claim.RecordState) {
-	if _, err := r.Gitea.Clear(ctx, apiconv.Target(tc.Spec.Target), string(tc.UID), final); err != nil && !giteaclaim.NothingToEnd(err) {
-		log.FromContext(ctx).Error(err, "Ending the record of a claim that did not activate failed")
-	}
 }
 
 // audit posts a structured transition comment on the target, under the identity the
@@ -148,9 +185,17 @@ func (r *Reconciler) audit(ctx context.Context, tc *fleetv1alpha1.TaskClaim, ev 
 	r.auditAs(ctx, tc, giteaclaim.Transition{Event: ev, Identity: boundIdentity(tc), Role: role})
 }
 
-// auditEnding audits how an active claim ended.
+// auditEnding audits how a claim that reached Gitea ended.
 func (r *Reconciler) auditEnding(ctx context.Context, tc *fleetv1alpha1.TaskClaim, e claim.Ending) {
-	r.auditAs(ctx, tc, giteaclaim.Transition{Event: e.Event, Trigger: e.Trigger, Identity: boundIdentity(tc), Role: tc.Status.Role})
+	role := tc.Status.Role
+	if role == "" && tc.Status.Validation != nil {
+		role = tc.Status.Validation.Role
+	}
+	tr := giteaclaim.Transition{Event: e.Event, Trigger: e.Trigger, Identity: boundIdentity(tc), Role: role}
+	if e.Event == claim.EventRejected && tc.Status.Result != nil {
+		tr.Reason = tc.Status.Result.Class + "/" + tc.Status.Result.FailedPredicate
+	}
+	r.auditAs(ctx, tc, tr)
 }
 
 // auditAs posts tr, completed with the claim's id, worker and time. An audit failure is

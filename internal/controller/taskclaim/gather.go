@@ -19,11 +19,14 @@ import (
 // claim package's types.
 type Gitea interface {
 	ReadTarget(ctx context.Context, t claim.Target) (claim.TargetState, error)
-	Publish(ctx context.Context, t claim.Target, rec claim.Record) (giteaclaim.Published, error)
+	Publish(ctx context.Context, t claim.Target, rec claim.Record, opts ...giteaclaim.PublishOption) (giteaclaim.Published, error)
 	Read(ctx context.Context, t claim.Target) (*claim.Record, int64, error)
-	Clear(ctx context.Context, t claim.Target, claimID string, final claim.RecordState) (giteaclaim.Published, error)
+	Clear(ctx context.Context, t claim.Target, claimID string, final claim.RecordState, opts ...giteaclaim.PublishOption) (giteaclaim.Published, error)
 	RecordTransition(ctx context.Context, t claim.Target, tr giteaclaim.Transition) (giteaclaim.Transition, error)
 	PublishFile(ctx context.Context, repo, path string, content []byte, message string) (giteaclaim.FileCommit, error)
+	ReadFile(ctx context.Context, repo, path string) ([]byte, error)
+	Assign(ctx context.Context, t claim.Target, login string) error
+	Unassign(ctx context.Context, t claim.Target, login string) error
 }
 
 var _ Gitea = (*giteaclaim.Client)(nil)

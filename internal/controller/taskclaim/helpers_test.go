@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"code.gitea.io/sdk/gitea"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -51,7 +52,11 @@ type workerConfig struct {
 	unbound    bool    // no RoleBinding to fleet-worker: the capability verdict is denied
 	repository string  // repository binding (default: the controller's repository)
 	identityOf *worker // share this worker's Gitea identity (a second registration of it)
+	upperCase  bool    // register the identity upper-cased (Gitea logins are case-insensitive)
 }
+
+// upperCaseIdentity registers the worker's Gitea login in upper case.
+func upperCaseIdentity() workerOpt { return func(c *workerConfig) { c.upperCase = true } }
 
 // sameIdentityAs registers the new worker under o's Gitea identity: a second
 // registration of one identity.
@@ -81,6 +86,9 @@ func newWorker(ns string, opts ...workerOpt) *worker {
 		w.token, err = srv.CreateUser(ctx, w.name)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(srv.AddCollaborator(ctx, repo, w.name)).To(Succeed())
+	}
+	if conf.upperCase {
+		w.identity = strings.ToUpper(w.identity)
 	}
 	Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: w.name, Namespace: ns}})).To(Succeed())
 	if !conf.unbound {
@@ -213,6 +221,41 @@ func transitionsOf(tc *fleetv1alpha1.TaskClaim) []giteaclaim.Transition {
 	return out
 }
 
+// commentCount is the number of comments of any kind on the target in Gitea.
+func commentCount(t fleetv1alpha1.TaskTarget) int {
+	GinkgoHelper()
+	owner, name := splitRepo(t.Repository)
+	cms, _, err := srv.Admin(ctx).ListIssueComments(owner, name, t.Number, gitea.ListIssueCommentOptions{ListOptions: gitea.ListOptions{PageSize: 50}})
+	Expect(err).NotTo(HaveOccurred())
+	return len(cms)
+}
+
+// commentBodies are the bodies of every comment on the target.
+func commentBodies(t fleetv1alpha1.TaskTarget) []string {
+	GinkgoHelper()
+	owner, name := splitRepo(t.Repository)
+	cms, _, err := srv.Admin(ctx).ListIssueComments(owner, name, t.Number, gitea.ListIssueCommentOptions{ListOptions: gitea.ListOptions{PageSize: 50}})
+	Expect(err).NotTo(HaveOccurred())
+	out := make([]string, 0, len(cms))
+	for _, c := range cms {
+		out = append(out, c.Body)
+	}
+	return out
+}
+
+// assigneesOf lists the logins the target is assigned to in Gitea.
+func assigneesOf(t fleetv1alpha1.TaskTarget) []string {
+	GinkgoHelper()
+	owner, name := splitRepo(t.Repository)
+	is, _, err := srv.Admin(ctx).GetIssue(owner, name, t.Number)
+	Expect(err).NotTo(HaveOccurred())
+	out := []string{}
+	for _, a := range is.Assignees {
+		out = append(out, a.UserName)
+	}
+	return out
+}
+
 func eventsOf(trs []giteaclaim.Transition) []string {
 	out := make([]string, 0, len(trs))
 	for _, tr := range trs {
@@ -287,6 +330,11 @@ func waitPhase(tc *fleetv1alpha1.TaskClaim, phase string) *fleetv1alpha1.TaskCla
 			StopTrying(fmt.Sprintf("claim %s ended %s (%s), want %s", tc.Name, out.Status.Phase, describe(out), phase)).Now()
 		}
 		g.Expect(out.Status.Phase).To(Equal(phase), "claim %s: %s", tc.Name, describe(out))
+		if claim.FinalPhase(phase) {
+			// A final claim first drops its capability, then ends its record, frees its lock
+			// and audits; the finalizer goes last.
+			g.Expect(out.Finalizers).To(BeEmpty(), "claim %s is final but still ending its record", tc.Name)
+		}
 	}).Should(Succeed())
 	return out
 }

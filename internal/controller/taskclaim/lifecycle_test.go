@@ -2,6 +2,7 @@ package taskclaim_test
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	"code.gitea.io/sdk/gitea"
@@ -49,6 +50,9 @@ var _ = Describe("Lifecycle", Ordered, func() {
 		GinkgoHelper()
 		got := waitPhase(tc, want.phase)
 		Expect(got.Status.EndedReason).To(Equal(string(want.reason)))
+		Expect(got.Status.Result.Outcome).To(Equal(strings.ToLower(want.phase)), "an ended claim's outcome is its ending, not acquired")
+		Expect(meta.IsStatusConditionTrue(got.Status.Conditions, fleetv1alpha1.RecordClearedCondition)).To(BeTrue())
+		Expect(assigneesOf(tc.Spec.Target)).NotTo(ContainElement(w.identity), "the end removes the worker's assignment")
 		Expect(got.Status.EndedAt).NotTo(BeNil())
 		Expect(got.Status.Capability).To(BeNil())
 		Expect(meta.IsStatusConditionFalse(got.Status.Conditions, fleetv1alpha1.CapabilityActiveCondition)).To(BeTrue())
@@ -73,7 +77,7 @@ var _ = Describe("Lifecycle", Ordered, func() {
 			Expect(l.OwnerReferences).NotTo(ContainElement(HaveField("UID", tc.UID)),
 				"a freed lock is no longer owned by the claim: it outlives it, so its generation never starts over")
 		}
-		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "activated", want.audit}))
+		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", want.audit}))
 		observed[name] = want.phase + " endedReason=" + got.Status.EndedReason + " audit=" + want.audit
 		return got
 	}
@@ -99,7 +103,7 @@ var _ = Describe("Lifecycle", Ordered, func() {
 		Expect(rec.ClaimID).To(Equal(string(tc.UID)))
 		Expect(rec.State).To(Equal(claim.RecordStateReleased), "deleting the claim gives the task back in Gitea")
 		Expect(holderOf(lease(tc.Namespace, t))).To(BeEmpty(), "the lock is freed")
-		Expect(eventsOf(transitionsOf(tc))).To(Equal([]string{"claimed", "activated", "released"}))
+		Expect(eventsOf(transitionsOf(tc))).To(Equal([]string{"claimed", "released"}))
 		expectNeutral(w, t)
 		observed["deleted while active"] = "object gone, record released, lock freed"
 	})
@@ -253,7 +257,7 @@ var _ = Describe("Lifecycle", Ordered, func() {
 		expectReadiness(got, "False", "True", fleetv1alpha1.ClaimPhaseRevoked)
 		expectNeutral(w, t)
 		Expect(holderOf(lease(nsMain, t))).To(BeEmpty())
-		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "activated", "revoked/ownership_loss"}))
+		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "revoked/ownership_loss"}))
 		observed["ownership loss: record garbled"] = "Revoked endedReason=" + got.Status.EndedReason + " audit=revoked/ownership_loss"
 	})
 

@@ -16,6 +16,16 @@ var (
 		Help: "TaskClaim lifecycle transitions (claimed, activated, released, completed, expired, revoked), by trigger.",
 	}, []string{"event", "trigger"})
 
+	clearFailures = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fleet_task_claim_clear_failures_total",
+		Help: "Attempts to end a final claim's Gitea record (or its assignment) that failed and are retried with backoff.",
+	})
+
+	sweepEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleet_task_claim_sweep_total",
+		Help: "What the periodic sweep ended: records in force without a claim (record), locks without a holder (lock), failed passes (error).",
+	}, []string{"kind"})
+
 	claimLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "fleet_task_claim_decision_seconds",
 		Help:    "Time from the pin appearing in spec to the claim's final decision.",
@@ -24,5 +34,5 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(claimResults, claimTransitions, claimLatency)
+	metrics.Registry.MustRegister(claimResults, claimTransitions, clearFailures, sweepEnded, claimLatency)
 }

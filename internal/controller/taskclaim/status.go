@@ -65,8 +65,16 @@ func markRejected(tc *fleetv1alpha1.TaskClaim, res claim.Result) {
 func markEnded(tc *fleetv1alpha1.TaskClaim, phase string, trigger claim.Trigger, at time.Time) {
 	tc.Status.Phase = phase
 	tc.Status.Capability = nil
+	tc.Status.Result = apiconv.ResultStatus(claim.EndResult(phase, apiconv.Target(tc.Spec.Target)))
 	tc.Status.EndedReason = string(trigger)
 	tc.Status.EndedAt = ptr.To(apiconv.Time(at))
 	setCondition(tc, fleetv1alpha1.CapabilityActiveCondition, false, fleetv1alpha1.ReasonEnded, "Capability ended: "+string(trigger))
 	setReadiness(tc, phase, "Claim ended ("+string(trigger)+"); the worker is neutral")
+}
+
+// markClearPending records that a final claim still has its Gitea record and lock to end;
+// the finalizer stays until RecordCleared turns True.
+func markClearPending(tc *fleetv1alpha1.TaskClaim) {
+	setCondition(tc, fleetv1alpha1.RecordClearedCondition, false, fleetv1alpha1.ReasonClearPending,
+		"Ending the claim's Gitea record and freeing its lock")
 }

@@ -58,5 +58,23 @@ func TestStatusSetters(t *testing.T) {
 		if hasCap := tc.Status.Capability != nil; hasCap != (tt.phase == claim.PhaseActive || tt.phase == claim.PhaseValidated) {
 			t.Errorf("%s: capability present = %v", tt.name, hasCap)
 		}
+		// An ended claim's outcome is its ending, never "acquired".
+		wantOutcome := map[string]string{
+			claim.PhaseValidated: "validated", claim.PhaseActive: "acquired", claim.PhaseRejected: "not_acquired",
+			claim.PhaseReleased: "released", claim.PhaseCompleted: "completed", claim.PhaseExpired: "expired", claim.PhaseRevoked: "revoked",
+		}[tt.phase]
+		if tc.Status.Result == nil || tc.Status.Result.Outcome != wantOutcome {
+			t.Errorf("%s: result %+v, want outcome %s", tt.name, tc.Status.Result, wantOutcome)
+		}
+	}
+}
+
+func TestClearPendingKeepsTheClaimHeld(t *testing.T) {
+	tc := &fleetv1alpha1.TaskClaim{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+	markEnded(tc, claim.PhaseReleased, claim.TriggerRelease, time.Now())
+	markClearPending(tc)
+	c := meta.FindStatusCondition(tc.Status.Conditions, fleetv1alpha1.RecordClearedCondition)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != fleetv1alpha1.ReasonClearPending || c.ObservedGeneration != 3 {
+		t.Fatalf("RecordCleared = %+v", c)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -130,9 +131,11 @@ var _ = BeforeSuite(func() {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{MaxConcurrentReconciles: reconcilers},
-		// The manager sees claims of nsMain only; claims in nsDirect are driven by hand.
+		// The manager sees claims (and their locks) of nsMain only; claims in nsDirect are
+		// driven by hand.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&fleetv1alpha1.TaskClaim{}: {Namespaces: map[string]cache.Config{nsMain: {}}},
+			&coordinationv1.Lease{}:    {Namespaces: map[string]cache.Config{nsMain: {}}},
 		}},
 	})
 	Expect(err).NotTo(HaveOccurred())

@@ -44,7 +44,12 @@ var _ = Describe("Validation", Ordered, func() {
 		Expect(v.RepositoryBinding).To(Equal(repo))
 		Expect(v.ParityRevision).To(Equal(mainHead()))
 		Expect(v.RuleSetDigest).To(Equal(claim.RuleSetDigest()))
-		Expect(v.ClaimGeneration).To(BeEmpty(), "no lock exists for a fresh target")
+		free := lease(tc.Namespace, tc.Spec.Target)
+		Expect(free).NotTo(BeNil(), "the controller makes a free lock before it validates")
+		Expect(holderOf(free)).To(BeEmpty())
+		Expect(v.ClaimGeneration).To(Equal(free.ResourceVersion), "the pin names that lock's generation")
+		Expect(v.Target).NotTo(BeNil())
+		Expect(*v.Target).To(Equal(tc.Spec.Target), "the validated target is on record")
 		Expect(got.Status.Result.Outcome).To(Equal(string(claim.OutcomeValidated)))
 		expectReadiness(got, "False", "", fleetv1alpha1.ReasonAwaitingPin)
 

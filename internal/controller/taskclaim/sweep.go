@@ -1,0 +1,198 @@
+package taskclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+)
+
+// SweepGitea is the part of the Gitea client the sweep uses.
+type SweepGitea interface {
+	ListRecords(ctx context.Context, repository string, since time.Time) ([]claim.PublishedRecord, error)
+	Clear(ctx context.Context, t claim.Target, claimID string, final claim.RecordState, opts ...giteaclaim.PublishOption) (giteaclaim.Published, error)
+	RecordTransition(ctx context.Context, t claim.Target, tr giteaclaim.Transition) (giteaclaim.Transition, error)
+}
+
+var _ SweepGitea = (*giteaclaim.Client)(nil)
+
+// DefaultSweepInterval is how often the sweep runs when Sweeper.Interval is zero.
+const DefaultSweepInterval = 5 * time.Minute
+
+// Sweeper ends what a claim left behind when it went without its finalizer (force-deleted,
+// or lost to an outage of the controller): Gitea records still in force whose TaskClaim no
+// longer exists, and claim locks that no existing claim holds. It is a manager Runnable
+// that runs every Interval on the elected leader.
+//
+// Records are listed before claims and locks before claims, so a claim created while a
+// pass runs is always seen: only what belonged to a claim gone before the listing is
+// touched. A record is ended as revoked (ownership_loss) with one audit comment; a lock is
+// deleted with its resourceVersion as a precondition, so a lock taken meanwhile stays.
+type Sweeper struct {
+	// Reader reads claims and locks straight from the API server.
+	Reader client.Reader
+	// Client deletes locks.
+	Client client.Client
+	// Gitea lists, ends and audits records.
+	Gitea SweepGitea
+	// Repository is the repository whose records are swept.
+	Repository string
+	// TTL is the claims' lifetime: records are looked for on items updated within twice
+	// of it, and a free lock is removed once it was idle that long.
+	TTL time.Duration
+	// Interval is the time between passes (DefaultSweepInterval when zero).
+	Interval time.Duration
+	Clock    clock.PassiveClock
+	// SkipAssignment leaves the Gitea assignees alone. By default the write that ends an
+	// orphaned record also removes its identity's assignment, as a claim's own end does.
+	SkipAssignment bool
+}
+
+// Start runs a pass every Interval until ctx ends. A failed pass is logged and counted;
+// the next one tries again.
+func (s *Sweeper) Start(ctx context.Context) error {
+	interval := s.Interval
+	if interval <= 0 {
+		interval = DefaultSweepInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if _, err := s.Sweep(ctx); err != nil {
+				sweepEnded.WithLabelValues("error").Inc()
+				log.FromContext(ctx).Error(err, "Claim sweep failed; retrying at the next interval")
+			}
+		}
+	}
+}
+
+// NeedLeaderElection makes the sweep run on the elected manager only.
+func (s *Sweeper) NeedLeaderElection() bool { return true }
+
+// SweepResult is what one pass ended.
+type SweepResult struct {
+	// Records are the targets whose orphaned record was ended.
+	Records []claim.Target
+	// Locks are the names ("namespace/name") of the locks deleted.
+	Locks []string
+}
+
+// Sweep runs one pass: records first, then locks. Errors of single items are joined and
+// returned after the pass went over everything.
+func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	recErr := s.sweepRecords(ctx, &res)
+	lockErr := s.sweepLocks(ctx, &res)
+	return res, errors.Join(recErr, lockErr)
+}
+
+// claimIDs lists every TaskClaim's uid, in every namespace.
+func (s *Sweeper) claimIDs(ctx context.Context) (func(string) bool, error) {
+	list := &fleetv1alpha1.TaskClaimList{}
+	if err := s.Reader.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing task claims: %w", err)
+	}
+	ids := make(map[string]bool, len(list.Items))
+	for i := range list.Items {
+		ids[string(list.Items[i].UID)] = true
+	}
+	return func(id string) bool { return ids[id] }, nil
+}
+
+func (s *Sweeper) sweepRecords(ctx context.Context, res *SweepResult) error {
+	now := s.Clock.Now()
+	records, err := s.Gitea.ListRecords(ctx, s.Repository, now.Add(-2*s.TTL))
+	if err != nil {
+		return err
+	}
+	exists, err := s.claimIDs(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range claim.OrphanedRecords(records, exists, now) {
+		var opts []giteaclaim.PublishOption
+		if !s.SkipAssignment {
+			opts = append(opts, giteaclaim.Assigning())
+		}
+		if _, err := s.Gitea.Clear(ctx, p.Target, p.Record.ClaimID, claim.RecordStateRevoked, opts...); err != nil {
+			if !giteaclaim.NothingToEnd(err) {
+				errs = append(errs, fmt.Errorf("ending the orphaned record on %s: %w", p.Target, err))
+			}
+			continue
+		}
+		tr := giteaclaim.Transition{Event: claim.EventRevoked, Trigger: claim.TriggerOwnershipLoss, ClaimID: p.Record.ClaimID,
+			Worker: p.Record.Worker, Identity: p.Record.Identity, Role: p.Record.Role, Reason: "claim_deleted", At: now}
+		if _, err := s.Gitea.RecordTransition(ctx, p.Target, tr); err != nil {
+			claimTransitions.WithLabelValues("audit_failed", string(tr.Event)).Inc()
+			log.FromContext(ctx).Error(err, "Auditing the end of an orphaned claim record failed", "target", p.Target.String())
+		}
+		sweepEnded.WithLabelValues("record").Inc()
+		log.FromContext(ctx).Info("Ended an orphaned claim record", "target", p.Target.String(), "claimID", p.Record.ClaimID)
+		res.Records = append(res.Records, p.Target)
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Sweeper) sweepLocks(ctx context.Context, res *SweepResult) error {
+	locks := &coordinationv1.LeaseList{}
+	if err := s.Reader.List(ctx, locks, client.MatchingLabels(lockLabels())); err != nil {
+		return fmt.Errorf("listing claim locks: %w", err)
+	}
+	exists, err := s.claimIDs(ctx)
+	if err != nil {
+		return err
+	}
+	now := s.Clock.Now()
+	var errs []error
+	for i := range locks.Items {
+		l := &locks.Items[i]
+		if !claim.LockRemovable(lockView(l), exists, now, s.TTL) {
+			continue
+		}
+		rv, uid := l.ResourceVersion, l.UID
+		err := s.Client.Delete(ctx, l, client.Preconditions{ResourceVersion: &rv, UID: &uid})
+		switch {
+		case err == nil:
+			sweepEnded.WithLabelValues("lock").Inc()
+			res.Locks = append(res.Locks, l.Namespace+"/"+l.Name)
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+			// gone already, or taken meanwhile: not the sweep's any more
+		default:
+			errs = append(errs, fmt.Errorf("deleting claim lock %s/%s: %w", l.Namespace, l.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lockView is a lock as the sweep decision sees it.
+func lockView(l *coordinationv1.Lease) claim.Lock {
+	v := claim.Lock{Holder: ptr.Deref(l.Spec.HolderIdentity, "")}
+	for _, o := range l.OwnerReferences {
+		if o.Kind == "TaskClaim" {
+			v.Owners = append(v.Owners, string(o.UID))
+		}
+	}
+	switch {
+	case l.Spec.RenewTime != nil:
+		v.IdleSince = l.Spec.RenewTime.Time
+	case !l.CreationTimestamp.IsZero():
+		v.IdleSince = l.CreationTimestamp.Time
+	}
+	return v
+}
