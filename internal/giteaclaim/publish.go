@@ -148,6 +148,7 @@ func (c *Client) Publish(ctx context.Context, t claim.Target, rec claim.Record, 
 			return Published{}, fmt.Errorf("%w: the state seen and its body disagree about the record", ErrInvalidArgument)
 		}
 	} else {
+		// model: claim.pml step C6 (read the issue; a foreign or lapsed record refuses)
 		is, err := c.readIssue(ctx, t)
 		if err != nil {
 			return Published{}, err
@@ -186,6 +187,7 @@ func (c *Client) Publish(ctx context.Context, t claim.Target, rec claim.Record, 
 		// showed it: nothing to write.
 		return Published{Record: *current, ContentVersion: version}, nil
 	}
+	// model: claim.pml steps C7-C8 (PATCH guarded by content_version; its answer is the read-back)
 	return c.write(ctx, t, snap.body, version, rec, assignees)
 }
 

@@ -33,6 +33,7 @@ func lockLabels() map[string]string { return map[string]string{LockLabel: "true"
 // claim re-reads everything, wins the per-target lock, publishes in Gitea, reads back,
 // and only then activates the capability. Each step that fails after the lock was won
 // gives the lock (and any record of this claim) back before the refusal is written.
+// model: claim.pml step C3 (revalidate; the Lease must still be at the pinned generation)
 func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ctrl.Result, error) {
 	started := r.Clock.Now()
 	w, err := r.gather(ctx, tc)
@@ -56,6 +57,7 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		w.state.ClaimRecord.State == claim.RecordStateActive
 	// Move the workflow fence first: a retirement apply running now stops before its next
 	// write rather than retire this worker on a stale view of the active claims.
+	// model: apply.pml (the claim moves the workflow fence before its Lease)
 	if err := r.Fence.Bump(ctx, tc.Namespace); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -86,6 +88,7 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 	// Every refusal from here on goes through finish (the claim holds the finalizer now):
 	// whatever may have landed in Gitea is ended and the lock released before the
 	// finalizer goes.
+	// model: claim.pml steps C6-C8 (Publish: content_version-guarded PATCH, its answer verified)
 	published, err := r.Gitea.Publish(ctx, target, r.record(tc, acq, lease, started), r.publishOptions(giteaclaim.Over(w.state))...)
 	if err != nil {
 		log.FromContext(ctx).Info("Claim publication failed; releasing the lock", "error", err.Error())
@@ -93,11 +96,13 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 		countContention(res)
 		return ctrl.Result{}, r.reject(ctx, tc, res)
 	}
+	// model: claim.pml step C9 (read back record and Lease)
 	capability, res := r.readBack(ctx, tc, acq, lease, published)
 	if capability == nil {
 		countContention(res)
 		return ctrl.Result{}, r.reject(ctx, tc, res)
 	}
+	// model: claim.pml step C10 (activate, status guarded by resourceVersion)
 	if err := r.activate(ctx, tc, capability, res, started, republished); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -114,6 +119,7 @@ func (r *Reconciler) lock(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq 
 	if err != nil || lost {
 		return nil, lost, err
 	}
+	// model: claim.pml step C5 (finalizer; on failure the Lease is given back)
 	if controllerutil.AddFinalizer(tc, Finalizer) {
 		if err := r.Update(ctx, tc); err != nil {
 			if relErr := r.releaseLease(ctx, tc, lease); relErr != nil {
@@ -148,6 +154,7 @@ func (r *Reconciler) acquireLease(ctx context.Context, tc *fleetv1alpha1.TaskCla
 	if acq.ExpectedGeneration == "" {
 		err = r.Create(ctx, lease)
 	} else {
+		// model: claim.pml step C4 (Lease compare-and-swap on resourceVersion, owned by the claim)
 		err = r.Update(ctx, lease) // guarded by the pinned resourceVersion
 	}
 	if apierrors.IsAlreadyExists(err) || apierrors.IsConflict(err) || apierrors.IsNotFound(err) {

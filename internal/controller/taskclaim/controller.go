@@ -138,6 +138,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // validate derives the role and pins the state, or refuses.
+// model: claim.pml step C1 (validate on fresh state)
 func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
 	if err := r.ensureLock(ctx, tc); err != nil {
 		return err
@@ -154,6 +155,7 @@ func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) 
 	if res.Refused() {
 		return r.reject(ctx, tc, res)
 	}
+	// model: claim.pml step C2 (pin the Lease generation, status guarded by resourceVersion)
 	markValidated(tc, v, res, now)
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err
@@ -163,6 +165,7 @@ func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) 
 }
 
 // checkActive ends an active capability as soon as any trigger fires.
+// model: claim.pml step C11 (end on release, expiry or ownership loss)
 func (r *Reconciler) checkActive(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ctrl.Result, error) {
 	capability := apiconv.Capability(tc)
 	if trigger, ends := claim.EndsUnread(tc.Spec.Release, tc.Spec.CycleComplete, capability.ExpiresAt, r.Clock.Now()); ends {

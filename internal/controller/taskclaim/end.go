@@ -30,6 +30,7 @@ import (
 // because the worker released at that very moment). finish cleans such leftovers up too.
 func (r *Reconciler) end(ctx context.Context, tc *fleetv1alpha1.TaskClaim, trigger claim.Trigger) error {
 	phase := claim.EndPhase(trigger)
+	// model: claim.pml step E1 (status stops showing the capability, first)
 	markEnded(tc, phase, trigger, r.Clock.Now())
 	holds := controllerutil.ContainsFinalizer(tc, Finalizer)
 	if holds {
@@ -48,6 +49,7 @@ func (r *Reconciler) end(ctx context.Context, tc *fleetv1alpha1.TaskClaim, trigg
 // reject records a typed, final refusal. It is never retried. A refusal is a Kubernetes
 // Event and a metric, never a Gitea comment: only a claim whose record reached Gitea
 // leaves a trace there (finish audits the end of that record).
+// model: claim.pml step R1 (final refusal; never written again)
 func (r *Reconciler) reject(ctx context.Context, tc *fleetv1alpha1.TaskClaim, res claim.Result) error {
 	markRejected(tc, res)
 	holds := controllerutil.ContainsFinalizer(tc, Finalizer)
@@ -80,6 +82,7 @@ func (r *Reconciler) finish(ctx context.Context, tc *fleetv1alpha1.TaskClaim) er
 	ending := claim.EndingFor(tc.Status.Phase, claim.Trigger(tc.Status.EndedReason))
 	ours := true
 	// The same guarded write that ends the record removes the claim's assignment.
+	// model: claim.pml step E2 (record to its final state)
 	if _, err := r.Gitea.Clear(ctx, target, string(tc.UID), ending.Record, r.publishOptions()...); err != nil {
 		if !giteaclaim.NothingToEnd(err) {
 			return r.clearFailed(ctx, tc, fmt.Errorf("ending the claim record in Gitea: %w", err))
@@ -94,6 +97,7 @@ func (r *Reconciler) finish(ctx context.Context, tc *fleetv1alpha1.TaskClaim) er
 			return r.clearFailed(ctx, tc, fmt.Errorf("removing the claim's assignment in Gitea: %w", err))
 		}
 	}
+	// model: claim.pml step E3 (free the Lease)
 	if err := r.releaseLease(ctx, tc, lockOf(tc)); err != nil {
 		return err
 	}
@@ -108,6 +112,7 @@ func (r *Reconciler) finish(ctx context.Context, tc *fleetv1alpha1.TaskClaim) er
 		r.auditEnding(ctx, tc, ending)
 		claimTransitions.WithLabelValues(string(ending.Event), string(ending.Trigger)).Inc()
 	}
+	// model: claim.pml step E4 (drop the finalizer)
 	return r.dropFinalizer(ctx, tc)
 }
 
