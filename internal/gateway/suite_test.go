@@ -20,6 +20,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,6 +36,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
 	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
@@ -132,9 +134,20 @@ var _ = BeforeSuite(func() {
 		}},
 	})
 	Expect(err).NotTo(HaveOccurred())
+	// This host's agent and the fleet coordinator, as cmd/setup.go runs them: only the
+	// holder of a host's Lease writes its rows' ownership.
+	agentCS, err := kubernetes.NewForConfig(env.Config)
+	Expect(err).NotTo(HaveOccurred())
+	agentInstance := hostagent.NewInstanceID()
+	agentTimings := hostagent.Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second}
+	hostAgent := hostagent.NewHost(agentCS, agentNamespace, hostFacts.HostID, agentInstance, agentTimings)
+	coordinator := hostagent.NewCoordinator(agentCS, agentNamespace, agentInstance, agentTimings)
+	Expect(mgr.Add(hostAgent)).To(Succeed())
+	Expect(mgr.Add(coordinator)).To(Succeed())
 	Expect((&workerregistration.Reconciler{
 		Client: mgr.GetClient(), Prober: &liveness.ProcProber{Facts: hostFacts}, Clock: clock.RealClock{},
 		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
+		Agent:    hostAgent, Coordinator: coordinator, AgentNamespace: agentNamespace,
 	}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&taskclaim.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Gitea: gc,
@@ -155,6 +168,8 @@ var _ = BeforeSuite(func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
+	Eventually(hostAgent.Held, time.Minute).Should(BeTrue(), "the manager is its host's agent")
+	Eventually(coordinator.Held, time.Minute).Should(BeTrue(), "and the fleet coordinator")
 	Eventually(func() error {
 		c, err := net.Dial("tcp", gwAddr)
 		if err == nil {
@@ -196,3 +211,6 @@ func freeAddr() string {
 	Expect(err).NotTo(HaveOccurred())
 	return "127.0.0.1:" + port
 }
+
+// agentNamespace holds the hosts' coordination Leases in this suite.
+const agentNamespace = "fleet-agents"

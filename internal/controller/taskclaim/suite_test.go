@@ -21,6 +21,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,6 +35,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/controller/taskclaim"
 	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
@@ -135,14 +137,25 @@ var _ = BeforeSuite(func() {
 		// driven by hand.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&fleetv1alpha1.TaskClaim{}: {Namespaces: map[string]cache.Config{nsMain: {}}},
-			&coordinationv1.Lease{}:    {Namespaces: map[string]cache.Config{nsMain: {}}},
+			&coordinationv1.Lease{}:    {Namespaces: map[string]cache.Config{nsMain: {}, agentNamespace: {}}},
 		}},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	recorder = mgr.GetEventRecorder("taskclaim-test")
+	// This host's agent and the fleet coordinator, as cmd/setup.go runs them: only the
+	// holder of a host's Lease writes its rows' ownership.
+	agentCS, err := kubernetes.NewForConfig(env.Config)
+	Expect(err).NotTo(HaveOccurred())
+	agentInstance := hostagent.NewInstanceID()
+	agentTimings := hostagent.Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second}
+	hostAgent := hostagent.NewHost(agentCS, agentNamespace, hostFacts.HostID, agentInstance, agentTimings)
+	coordinator := hostagent.NewCoordinator(agentCS, agentNamespace, agentInstance, agentTimings)
+	Expect(mgr.Add(hostAgent)).To(Succeed())
+	Expect(mgr.Add(coordinator)).To(Succeed())
 	Expect((&workerregistration.Reconciler{
 		Client: mgr.GetClient(), Prober: &liveness.ProcProber{Facts: hostFacts}, Clock: clock.RealClock{},
 		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
+		Agent:    hostAgent, Coordinator: coordinator, AgentNamespace: agentNamespace,
 	}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&taskclaim.Reconciler{
 		Client:        mgr.GetClient(),
@@ -160,6 +173,8 @@ var _ = BeforeSuite(func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
+	Eventually(hostAgent.Held, time.Minute).Should(BeTrue(), "the manager is its host's agent")
+	Eventually(coordinator.Held, time.Minute).Should(BeTrue(), "and the fleet coordinator")
 	timing("envtest+manager", time.Since(t0))
 })
 
@@ -222,3 +237,6 @@ func timing(what string, d time.Duration) {
 func evidence(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "EVIDENCE "+format+"\n", args...)
 }
+
+// agentNamespace holds the hosts' coordination Leases in this suite.
+const agentNamespace = "fleet-agents"
