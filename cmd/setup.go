@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -70,26 +69,18 @@ func setup(mgr ctrl.Manager, cfg config) error {
 
 	// Every manager is its host's agent candidate and a fleet coordinator candidate; the
 	// Leases elect one of each, whatever --leader-elect says.
-	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	elections, err := hostagent.Campaign(mgr, cfg.agentNamespace, prober.Facts.HostID, cfg.agentTimings)
 	if err != nil {
-		return fmt.Errorf("client for the host election: %w", err)
+		return err
 	}
-	instance := hostagent.NewInstanceID()
-	coordinator := hostagent.NewCoordinator(cs, cfg.agentNamespace, instance, cfg.agentTimings)
-	if err := mgr.Add(coordinator); err != nil {
-		return fmt.Errorf("fleet coordinator election: %w", err)
-	}
+	coordinator := elections.Coordinator
 	var wrAgent workerregistration.HostAgent
 	var rpAgent retirementplan.HostAgent
-	if hostID := prober.Facts.HostID; hostID != "" {
-		agent := hostagent.NewHost(cs, cfg.agentNamespace, hostID, instance, cfg.agentTimings)
-		if err := mgr.Add(agent); err != nil {
-			return fmt.Errorf("host election: %w", err)
-		}
+	if agent := elections.Host; agent != nil {
 		wrAgent, rpAgent = agent, agent
-		log.Info("Campaigning for this host", "hostID", hostID, "agent", instance, "Lease", cfg.agentNamespace+"/"+agent.Lease)
+		log.Info("Campaigning for this host", "hostID", agent.HostID, "agent", elections.Instance, "Lease", cfg.agentNamespace+"/"+agent.Lease)
 	} else {
-		log.Info("No host id: this manager is no host's agent, its rows are preserved as host_binding_unproven", "agent", instance)
+		log.Info("No host id: this manager is no host's agent, its rows are preserved as host_binding_unproven", "agent", elections.Instance)
 	}
 
 	if err := (&workerregistration.Reconciler{

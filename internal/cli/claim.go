@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
@@ -159,40 +158,30 @@ func giveBack(c client.Client, tc *fleetv1alpha1.TaskClaim) {
 // *Refusal, another final phase an error.
 func (o *Options) waitClaim(ctx context.Context, c client.Client, tc *fleetv1alpha1.TaskClaim, pg *progress, what string,
 	done func(*fleetv1alpha1.TaskClaim) bool) (*fleetv1alpha1.TaskClaim, error) {
-	got := &fleetv1alpha1.TaskClaim{}
-	var final, transient error
-	err := wait.PollUntilContextCancel(ctx, o.Poll, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(tc), got); err != nil {
-			if errors.As(err, new(apierrors.APIStatus)) {
-				return false, err // the API server answered: not found, forbidden, ...
+	got := &fleetv1alpha1.TaskClaim{ObjectMeta: metav1.ObjectMeta{Name: tc.Name, Namespace: tc.Namespace}}
+	var final error
+	err := o.poll(ctx, c, got, pg,
+		func() string {
+			return fmt.Sprintf("claim %s: %s (phase %s)", got.Name, what, phaseOr(got.Status.Phase))
+		},
+		func() (bool, error) {
+			if done(got) {
+				return true, nil
 			}
-			// No answer (the client's rate limiter would overrun the deadline, a broken
-			// connection): a transient read, retried until the wait ends.
-			transient = err
-			return false, nil
-		}
-		pg.step(fmt.Sprintf("claim %s: %s (phase %s)", got.Name, what, phaseOr(got.Status.Phase)))
-		if done(got) {
-			return true, nil
-		}
-		if claim.FinalPhase(got.Status.Phase) {
+			if !claim.FinalPhase(got.Status.Phase) {
+				return false, nil
+			}
 			if got.Status.Phase == fleetv1alpha1.ClaimPhaseRejected && got.Status.Result != nil {
 				final = &Refusal{Claim: got.Name, Result: *got.Status.Result}
 			} else {
 				final = fmt.Errorf("claim %s ended %s (%s)", got.Name, got.Status.Phase, phaseOr(got.Status.EndedReason))
 			}
 			return true, nil
-		}
-		return false, nil
-	})
-	pg.done()
+		},
+		func() string {
+			return fmt.Sprintf("claim %s: still %s when the wait ended (%s)", tc.Name, phaseOr(got.Status.Phase), what)
+		})
 	if err != nil {
-		if ctx.Err() != nil {
-			if transient != nil {
-				what += "; last read: " + transient.Error()
-			}
-			return got, &ExitError{Code: ExitTimeout, Err: fmt.Errorf("claim %s: still %s when the wait ended (%s)", tc.Name, phaseOr(got.Status.Phase), what)}
-		}
 		return got, err
 	}
 	return got, final
@@ -390,21 +379,15 @@ func (o *Options) endClaim(ctx context.Context, c client.Client, tc *fleetv1alph
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	got := &fleetv1alpha1.TaskClaim{}
-	err := wait.PollUntilContextCancel(ctx, o.Poll, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, client.ObjectKeyFromObject(tc), got); err != nil {
-			if apierrors.IsNotFound(err) {
-				return false, fmt.Errorf("claim %s was deleted", tc.Name)
-			}
-			return false, err
-		}
-		pg.step(fmt.Sprintf("claim %s: waiting for the end (phase %s)", tc.Name, phaseOr(got.Status.Phase)))
-		return claim.FinalPhase(got.Status.Phase), nil
-	})
-	pg.done()
-	if err != nil && ctx.Err() != nil {
-		return got, &ExitError{Code: ExitTimeout, Err: fmt.Errorf("claim %s: not final after the timeout (phase %s)", tc.Name, phaseOr(got.Status.Phase))}
-	}
+	got := &fleetv1alpha1.TaskClaim{ObjectMeta: metav1.ObjectMeta{Name: tc.Name, Namespace: tc.Namespace}}
+	err := o.poll(ctx, c, got, pg,
+		func() string {
+			return fmt.Sprintf("claim %s: waiting for the end (phase %s)", tc.Name, phaseOr(got.Status.Phase))
+		},
+		func() (bool, error) { return claim.FinalPhase(got.Status.Phase), nil },
+		func() string {
+			return fmt.Sprintf("claim %s: not final after the timeout (phase %s)", tc.Name, phaseOr(got.Status.Phase))
+		})
 	return got, err
 }
 

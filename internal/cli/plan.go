@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -32,18 +31,13 @@ func planned(p *fleetv1alpha1.RetirementPlan) bool {
 // waitPlan polls the plan until done says so.
 func (o *Options) waitPlan(ctx context.Context, c client.Client, key client.ObjectKey, what string, done func(*fleetv1alpha1.RetirementPlan) bool) (*fleetv1alpha1.RetirementPlan, error) {
 	pg := o.progress()
-	got := &fleetv1alpha1.RetirementPlan{}
-	err := wait.PollUntilContextCancel(ctx, o.Poll, true, func(ctx context.Context) (bool, error) {
-		if err := c.Get(ctx, key, got); err != nil {
-			return false, err
-		}
-		pg.step(fmt.Sprintf("plan %s: %s (outcome %s)", key.Name, what, phaseOr(got.Status.Outcome)))
-		return done(got), nil
-	})
-	pg.done()
-	if err != nil && ctx.Err() != nil {
-		return got, &ExitError{Code: ExitTimeout, Err: fmt.Errorf("plan %s: %s: not done after the timeout", key.Name, what)}
-	}
+	got := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace}}
+	err := o.poll(ctx, c, got, pg,
+		func() string {
+			return fmt.Sprintf("plan %s: %s (outcome %s)", key.Name, what, phaseOr(got.Status.Outcome))
+		},
+		func() (bool, error) { return done(got), nil },
+		func() string { return fmt.Sprintf("plan %s: %s: not done after the timeout", key.Name, what) })
 	return got, err
 }
 

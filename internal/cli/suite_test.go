@@ -19,14 +19,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/giteatools/fleet-controller/internal/authz"
 	"github.com/giteatools/fleet-controller/internal/cli"
@@ -112,27 +110,19 @@ var _ = BeforeSuite(func() {
 	facts, err := testenv.HostFacts(testHostID)
 	Expect(err).NotTo(HaveOccurred())
 	prober := &liveness.ProcProber{Facts: facts}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{MaxConcurrentReconciles: 4},
-	})
+	mgr, err := env.NewManager(ctrl.Options{Controller: config.Controller{MaxConcurrentReconciles: 4}})
 	Expect(err).NotTo(HaveOccurred())
 	clk := clock.RealClock{}
 	reviewer := authz.Reviewer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	fence := workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clk}
 	// This host's agent and the fleet coordinator, as cmd/setup.go runs them: only the
 	// holder of a host's Lease writes its rows' ownership and plans its rows.
-	cs, err := kubernetes.NewForConfig(env.Config)
+	elections, err := hostagent.Campaign(mgr, agentNamespace, facts.HostID, testenv.AgentTimings)
 	Expect(err).NotTo(HaveOccurred())
-	instance := hostagent.NewInstanceID()
-	timings := hostagent.Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second}
-	agent := hostagent.NewHost(cs, agentNamespace, facts.HostID, instance, timings)
-	coordinator := hostagent.NewCoordinator(cs, agentNamespace, instance, timings)
-	Expect(mgr.Add(agent)).To(Succeed())
-	Expect(mgr.Add(coordinator)).To(Succeed())
+	agent := elections.Host
 	Expect((&workerregistration.Reconciler{Client: mgr.GetClient(), Prober: prober, Clock: clk,
 		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
-		Agent:    agent, Coordinator: coordinator, AgentNamespace: agentNamespace,
+		Agent:    agent, Coordinator: elections.Coordinator, AgentNamespace: agentNamespace,
 	}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&retirementplan.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Prober: prober, Reprober: prober,
@@ -152,8 +142,7 @@ var _ = BeforeSuite(func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
-	Eventually(agent.Held, time.Minute).Should(BeTrue(), "the manager is its host's agent")
-	Eventually(coordinator.Held, time.Minute).Should(BeTrue(), "and the fleet coordinator")
+	Eventually(elections.Held, time.Minute).Should(BeTrue(), "the manager is its host's agent and the fleet coordinator")
 })
 
 // agentNamespace holds the hosts' coordination Leases in this suite.

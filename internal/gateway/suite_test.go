@@ -20,7 +20,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -136,18 +135,12 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	// This host's agent and the fleet coordinator, as cmd/setup.go runs them: only the
 	// holder of a host's Lease writes its rows' ownership.
-	agentCS, err := kubernetes.NewForConfig(env.Config)
+	elections, err := hostagent.Campaign(mgr, agentNamespace, hostFacts.HostID, testenv.AgentTimings)
 	Expect(err).NotTo(HaveOccurred())
-	agentInstance := hostagent.NewInstanceID()
-	agentTimings := hostagent.Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second}
-	hostAgent := hostagent.NewHost(agentCS, agentNamespace, hostFacts.HostID, agentInstance, agentTimings)
-	coordinator := hostagent.NewCoordinator(agentCS, agentNamespace, agentInstance, agentTimings)
-	Expect(mgr.Add(hostAgent)).To(Succeed())
-	Expect(mgr.Add(coordinator)).To(Succeed())
 	Expect((&workerregistration.Reconciler{
 		Client: mgr.GetClient(), Prober: &liveness.ProcProber{Facts: hostFacts}, Clock: clock.RealClock{},
 		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
-		Agent:    hostAgent, Coordinator: coordinator, AgentNamespace: agentNamespace,
+		Agent:    elections.Host, Coordinator: elections.Coordinator, AgentNamespace: agentNamespace,
 	}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&taskclaim.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Gitea: gc,
@@ -168,8 +161,7 @@ var _ = BeforeSuite(func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
-	Eventually(hostAgent.Held, time.Minute).Should(BeTrue(), "the manager is its host's agent")
-	Eventually(coordinator.Held, time.Minute).Should(BeTrue(), "and the fleet coordinator")
+	Eventually(elections.Held, time.Minute).Should(BeTrue(), "the manager is its host's agent and the fleet coordinator")
 	Eventually(func() error {
 		c, err := net.Dial("tcp", gwAddr)
 		if err == nil {

@@ -11,11 +11,9 @@ import (
 	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/giteatools/fleet-controller/internal/authz"
@@ -47,7 +45,7 @@ const agentNamespace = "fleet-agents"
 
 // agentTimings renew often; a stopped agent releases its Lease, so a standby takes over
 // within a retry period.
-var agentTimings = hostagent.Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second}
+var agentTimings = testenv.AgentTimings
 
 const canonicalRepo = "acme/widgets"
 
@@ -129,15 +127,11 @@ var _ = BeforeSuite(func() {
 // elections. suffix keeps the controller names apart.
 func startManager(ctx context.Context, facts liveness.HostFacts, suffix string) *hostagent.Agent {
 	GinkgoHelper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := env.NewManager(ctrl.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	cs, err := kubernetes.NewForConfig(env.Config)
+	elections, err := hostagent.Campaign(mgr, agentNamespace, facts.HostID, agentTimings)
 	Expect(err).NotTo(HaveOccurred())
-	instance := hostagent.NewInstanceID()
-	agent := hostagent.NewHost(cs, agentNamespace, facts.HostID, instance, agentTimings)
-	coordinator := hostagent.NewCoordinator(cs, agentNamespace, instance, agentTimings)
-	Expect(mgr.Add(agent)).To(Succeed())
-	Expect(mgr.Add(coordinator)).To(Succeed())
+	agent := elections.Host
 	p := &liveness.ProcProber{Facts: facts}
 
 	// Plans rest on the ownership state the WorkerRegistration reconciler computes, so it
@@ -146,7 +140,7 @@ func startManager(ctx context.Context, facts liveness.HostFacts, suffix string) 
 	Expect((&workerregistration.Reconciler{
 		Client: mgr.GetClient(), Prober: p, Clock: clock.RealClock{},
 		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
-		Agent:    agent, Coordinator: coordinator, AgentNamespace: agentNamespace,
+		Agent:    agent, Coordinator: elections.Coordinator, AgentNamespace: agentNamespace,
 	}).SetupWithManagerNamed(mgr, "workerregistration"+suffix, classified)).To(Succeed())
 
 	plans := newPlanReconciler(mgr.GetClient(), mgr.GetAPIReader(), p)

@@ -21,14 +21,12 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/authz"
@@ -128,11 +126,8 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 
 	By("starting the manager: TaskClaim and WorkerRegistration reconcilers")
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 env.Scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{MaxConcurrentReconciles: reconcilers},
+	mgr, err := env.NewManager(ctrl.Options{
+		Controller: config.Controller{MaxConcurrentReconciles: reconcilers},
 		// The manager sees claims (and their locks) of nsMain only; claims in nsDirect are
 		// driven by hand.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
@@ -144,18 +139,12 @@ var _ = BeforeSuite(func() {
 	recorder = mgr.GetEventRecorder("taskclaim-test")
 	// This host's agent and the fleet coordinator, as cmd/setup.go runs them: only the
 	// holder of a host's Lease writes its rows' ownership.
-	agentCS, err := kubernetes.NewForConfig(env.Config)
+	elections, err := hostagent.Campaign(mgr, agentNamespace, hostFacts.HostID, testenv.AgentTimings)
 	Expect(err).NotTo(HaveOccurred())
-	agentInstance := hostagent.NewInstanceID()
-	agentTimings := hostagent.Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second}
-	hostAgent := hostagent.NewHost(agentCS, agentNamespace, hostFacts.HostID, agentInstance, agentTimings)
-	coordinator := hostagent.NewCoordinator(agentCS, agentNamespace, agentInstance, agentTimings)
-	Expect(mgr.Add(hostAgent)).To(Succeed())
-	Expect(mgr.Add(coordinator)).To(Succeed())
 	Expect((&workerregistration.Reconciler{
 		Client: mgr.GetClient(), Prober: &liveness.ProcProber{Facts: hostFacts}, Clock: clock.RealClock{},
 		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
-		Agent:    hostAgent, Coordinator: coordinator, AgentNamespace: agentNamespace,
+		Agent:    elections.Host, Coordinator: elections.Coordinator, AgentNamespace: agentNamespace,
 	}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&taskclaim.Reconciler{
 		Client:        mgr.GetClient(),
@@ -173,8 +162,7 @@ var _ = BeforeSuite(func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
-	Eventually(hostAgent.Held, time.Minute).Should(BeTrue(), "the manager is its host's agent")
-	Eventually(coordinator.Held, time.Minute).Should(BeTrue(), "and the fleet coordinator")
+	Eventually(elections.Held, time.Minute).Should(BeTrue(), "the manager is its host's agent and the fleet coordinator")
 	timing("envtest+manager", time.Since(t0))
 })
 

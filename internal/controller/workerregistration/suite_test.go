@@ -7,11 +7,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
@@ -61,27 +59,21 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	fleet = testworker.Fleet{Client: k8sClient, Host: retirement.Host{HostID: facts.HostID, BootID: facts.BootID}, Repository: canonicalRepo}
 
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := env.NewManager(ctrl.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	cs, err := kubernetes.NewForConfig(env.Config)
+	elections, err := hostagent.Campaign(mgr, agentNamespace, facts.HostID, testenv.AgentTimings)
 	Expect(err).NotTo(HaveOccurred())
-	instance := hostagent.NewInstanceID()
-	timings := hostagent.Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second}
-	agent := hostagent.NewHost(cs, agentNamespace, facts.HostID, instance, timings)
-	coordinator := hostagent.NewCoordinator(cs, agentNamespace, instance, timings)
-	Expect(mgr.Add(agent)).To(Succeed())
-	Expect(mgr.Add(coordinator)).To(Succeed())
+	agent := elections.Host
 	Expect((&workerregistration.Reconciler{
 		Client: mgr.GetClient(), Prober: &liveness.ProcProber{Facts: facts}, Clock: clock.RealClock{},
 		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
-		Agent:    agent, Coordinator: coordinator, AgentNamespace: agentNamespace,
+		Agent:    agent, Coordinator: elections.Coordinator, AgentNamespace: agentNamespace,
 	}).SetupWithManager(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
-	Eventually(agent.Held).Should(BeTrue(), "the manager is its host's agent")
-	Eventually(coordinator.Held).Should(BeTrue(), "and the fleet coordinator")
+	Eventually(elections.Held).Should(BeTrue(), "the manager is its host's agent and the fleet coordinator")
 })
 
 var _ = AfterSuite(func() {

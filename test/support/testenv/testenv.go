@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,12 +28,15 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/manifests"
 )
@@ -225,4 +229,23 @@ func isModuleRoot(dir string) (bool, error) {
 		}
 	}
 	return false, sc.Err()
+}
+
+// AgentTimings are host-election durations for suites: renewal every second, so a
+// stopped agent's standby takes over within seconds.
+var AgentTimings = hostagent.Timings{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: time.Second}
+
+// NewManager returns a controller-runtime manager on this control plane. Unset options
+// take the suites' defaults: this Env's scheme and no metrics or probe listener.
+func (e *Env) NewManager(o ctrl.Options) (manager.Manager, error) {
+	if o.Scheme == nil {
+		o.Scheme = e.Scheme
+	}
+	if o.Metrics.BindAddress == "" {
+		o.Metrics.BindAddress = "0"
+	}
+	if o.HealthProbeBindAddress == "" {
+		o.HealthProbeBindAddress = "0"
+	}
+	return ctrl.NewManager(e.Config, o)
 }
