@@ -48,6 +48,7 @@ type options struct {
 	authzAddr      string
 	gatewayAddr    string
 	gatewayCreds   string
+	gatewayCertDir string
 	metricsSecure  bool
 	leaderElect    bool
 	namespaces     string
@@ -77,6 +78,7 @@ func main() {
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address the health and readiness probes bind to.")
 	flag.StringVar(&o.authzAddr, "capability-bind-address", ":8082", "Address of the capability-check endpoint (POST /v1/authorize); empty disables it.")
 	flag.StringVar(&o.gatewayAddr, "gateway-bind-address", ":8083", "Address of the gateway workers reach Gitea through; empty disables it (needs --gitea-url and --repository).")
+	flag.StringVar(&o.gatewayCertDir, "gateway-cert-dir", "", "Folder holding tls.crt and tls.key: the gateway then serves HTTPS (reloading rotated files). Without it the gateway serves plain HTTP, fit only for a loopback or an encrypted network, since workers send it their tokens.")
 	flag.StringVar(&o.gatewayCreds, "gateway-credentials-namespace", "fleet-system", "Namespace of the Secrets holding each Gitea identity's gateway token (label "+gateway.LoginLabel+").")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Enable leader election (one active manager per cluster or per node group).")
 	flag.StringVar(&o.namespaces, "namespaces", "", "Comma-separated namespaces to watch; empty watches all.")
@@ -192,6 +194,7 @@ func run(o options) error {
 		capabilityAddr:     o.authzAddr,
 		gatewayAddr:        o.gatewayAddr,
 		gatewayCredentials: o.gatewayCreds,
+		gatewayCertDir:     o.gatewayCertDir,
 		agentNamespace:     o.agentNamespace,
 		agentTimings:       o.agentTimings,
 	}); err != nil {
@@ -259,7 +262,11 @@ func gatewayURL(o options) string {
 	if o.gatewayAddr == "" || o.giteaURL == "" || o.repository == "" {
 		return ""
 	}
-	return localURL("http", o.gatewayAddr, "")
+	scheme := "http"
+	if o.gatewayCertDir != "" {
+		scheme = "https"
+	}
+	return localURL(scheme, o.gatewayAddr, "")
 }
 
 // metricsURL is the URL of the metrics endpoint for a local scraper, or "" when it is off.

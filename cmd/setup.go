@@ -43,6 +43,8 @@ type config struct {
 	// gatewayAddr is where the gateway listens ("" disables it); gatewayCredentials is the
 	// namespace of the per-identity Gitea token Secrets.
 	gatewayAddr, gatewayCredentials string
+	// gatewayCertDir holds the gateway's serving certificate ("" serves plain HTTP).
+	gatewayCertDir string
 	// agentNamespace holds the hosts' coordination Leases.
 	agentNamespace string
 	// agentTimings are the host election's durations.
@@ -129,6 +131,7 @@ func setup(mgr ctrl.Manager, cfg config) error {
 	if cfg.gatewayAddr != "" {
 		if err := mgr.Add(&gateway.Gateway{
 			Addr:        cfg.gatewayAddr,
+			CertDir:     cfg.gatewayCertDir,
 			GiteaURL:    cfg.giteaURL,
 			Repository:  cfg.repository,
 			Reader:      mgr.GetAPIReader(),

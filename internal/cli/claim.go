@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -363,7 +364,15 @@ func pickClaim(ctx context.Context, c client.Client, ns, worker string, args []s
 	return nil, usageErrorf("worker %s has %d open claims (%s): name one", worker, len(open), strings.Join(names, ", "))
 }
 
-// endClaim sets spec.release or spec.cycleComplete and waits until the claim is final.
+// ended reports whether a claim is final with nothing of it left in force: a claim that
+// won its lock ends its Gitea record and frees the lock after turning final
+// (RecordCleared), and only then may another worker take the target.
+func ended(tc *fleetv1alpha1.TaskClaim) bool {
+	return claim.FinalPhase(tc.Status.Phase) && !meta.IsStatusConditionFalse(tc.Status.Conditions, fleetv1alpha1.RecordClearedCondition)
+}
+
+// endClaim sets spec.release or spec.cycleComplete and waits until the claim is final
+// and its record cleared.
 func (o *Options) endClaim(ctx context.Context, c client.Client, tc *fleetv1alpha1.TaskClaim, complete bool, timeout time.Duration, pg *progress) (*fleetv1alpha1.TaskClaim, error) {
 	if claim.FinalPhase(tc.Status.Phase) {
 		return nil, usageErrorf("claim %s is already %s", tc.Name, tc.Status.Phase)
@@ -384,8 +393,11 @@ func (o *Options) endClaim(ctx context.Context, c client.Client, tc *fleetv1alph
 		func() string {
 			return fmt.Sprintf("claim %s: waiting for the end (phase %s)", tc.Name, phaseOr(got.Status.Phase))
 		},
-		func() (bool, error) { return claim.FinalPhase(got.Status.Phase), nil },
+		func() (bool, error) { return ended(got), nil },
 		func() string {
+			if cleared := meta.FindStatusCondition(got.Status.Conditions, fleetv1alpha1.RecordClearedCondition); claim.FinalPhase(got.Status.Phase) && cleared != nil {
+				return fmt.Sprintf("claim %s is %s, but its Gitea record is not cleared yet (%s: %s)", tc.Name, got.Status.Phase, cleared.Reason, cleared.Message)
+			}
 			return fmt.Sprintf("claim %s: not final after the timeout (phase %s)", tc.Name, phaseOr(got.Status.Phase))
 		})
 	return got, err
@@ -395,14 +407,14 @@ func newReleaseCommand(o *Options, complete bool) *cobra.Command {
 	var worker string
 	var timeout time.Duration
 	var out *output
-	use, short, example := "release [CLAIM]", "Give a claimed task back (spec.release) and wait until the claim ends",
+	use, short, example := "release [CLAIM]", "Give a claimed task back (spec.release) and wait until the claim ends and the target is free",
 		`  # Release the worker's open claim
   kubectl fleet release
 
   # Release one claim by name
   kubectl fleet release bot-alice-1a2b3c4d-issue-7-x8k2p`
 	if complete {
-		use, short, example = "complete [CLAIM]", "Report the work cycle finished (spec.cycleComplete) and wait until the claim ends",
+		use, short, example = "complete [CLAIM]", "Report the work cycle finished (spec.cycleComplete) and wait until the claim ends and the target is free",
 			`  # Complete the worker's open claim
   kubectl fleet complete`
 	}

@@ -11,12 +11,14 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -55,6 +58,10 @@ const (
 type Gateway struct {
 	// Addr is the listen address (Start).
 	Addr string
+	// CertDir, when set, makes Start serve HTTPS with the tls.crt and tls.key found there
+	// (reloaded when they change, as cert-manager rotates them). Workers send their
+	// ServiceAccount tokens to the gateway, so anything but a loopback listener needs it.
+	CertDir string
 	// GiteaURL is Gitea's base URL.
 	GiteaURL string
 	// Repository is the canonical "owner/name" repository; the gateway serves no other.
@@ -106,6 +113,20 @@ func (g *Gateway) Start(ctx context.Context) error {
 		return fmt.Errorf("gateway: %w", err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	if g.CertDir != "" {
+		cw, err := certwatcher.New(filepath.Join(g.CertDir, "tls.crt"), filepath.Join(g.CertDir, "tls.key"))
+		if err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("gateway: serving certificate: %w", err)
+		}
+		go func() {
+			if err := cw.Start(ctx); err != nil {
+				logf.FromContext(ctx).Error(err, "Gateway certificate watcher stopped; the last certificate stays in use")
+			}
+		}()
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate}
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)

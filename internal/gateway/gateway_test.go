@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -370,7 +371,13 @@ func forgeActive(w *worker, number int64, head string, role claim.Role) *fleetv1
 func end(w *worker, tc *fleetv1alpha1.TaskClaim) {
 	GinkgoHelper()
 	Expect(w.update(tc, func(c *fleetv1alpha1.TaskClaim) { c.Spec.Release = true })).To(Succeed())
-	Eventually(func() bool { return claim.FinalPhase(phaseOf(tc)) }).Should(BeTrue())
+	// Final first (the capability is gone), then the record and lock are freed: only then
+	// may another claim take the target.
+	Eventually(func() bool {
+		cur := &fleetv1alpha1.TaskClaim{}
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(tc), cur)).To(Succeed())
+		return claim.FinalPhase(cur.Status.Phase) && meta.IsStatusConditionTrue(cur.Status.Conditions, fleetv1alpha1.RecordClearedCondition)
+	}).Should(BeTrue(), "claim %s ends and clears its record", tc.Name)
 }
 
 func phaseOf(tc *fleetv1alpha1.TaskClaim) string {
