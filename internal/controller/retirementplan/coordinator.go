@@ -36,6 +36,17 @@ type HostAgent interface {
 	Held() bool
 }
 
+// Coordinator is this manager's candidacy for the fleet coordinator Lease
+// (hostagent.NewCoordinator): whether it holds the Lease right now.
+type Coordinator interface {
+	Held() bool
+}
+
+// coordinates says whether this reconciler is the one writer of fleet plans now.
+func (r *Reconciler) coordinates() bool {
+	return r.Coordinator == nil || r.Coordinator.Held()
+}
+
 // kindRetirementPlan is the kind a host plan's controller ownerReference names.
 const kindRetirementPlan = "RetirementPlan"
 
@@ -204,6 +215,13 @@ func (r *Reconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.Ret
 	if plan.Status.Outcome != "" && plan.Status.Outcome != retirement.OutcomePlanned {
 		return ctrl.Result{}, nil
 	}
+	if !r.coordinates() {
+		// One writer per fleet plan: the fleet coordinator fans it out, creates its host
+		// plans, writes its status and pages, and closes the host plans of lost hosts.
+		// This agent runs only its own host's plans (each guarded by its own Lease).
+		fleetStandbyTotal.Inc()
+		return r.runLocalHostPlans(ctx, plan)
+	}
 	if plan.Status.Outcome == "" {
 		if plan.Status.RegistryFingerprint == "" {
 			if err := r.fanOut(ctx, plan); err != nil {
@@ -217,9 +235,15 @@ func (r *Reconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.Ret
 		if err != nil {
 			return ctrl.Result{}, err
 		}
+		lost, err := r.closeLostHosts(ctx, plan, false)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
 		planned, err := r.aggregatePlan(ctx, plan)
 		if err != nil || !planned {
-			return local, err // a host plan's change enqueues the fleet plan again
+			// A host plan's change enqueues the fleet plan again; a host whose agent may
+			// be gone is looked at again when it could count as lost.
+			return sooner(local, lost), err
 		}
 		logger.Info("Planned", "hosts", len(plan.Status.Hosts), "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
 	}
@@ -244,6 +268,17 @@ func (r *Reconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.Ret
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	lost, err := r.closeLostHosts(ctx, plan, true)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.aggregateApply(ctx, plan); err != nil {
+		return ctrl.Result{}, err
+	}
+	if plan.Status.Outcome != retirement.OutcomePlanned {
+		return ctrl.Result{}, nil
+	}
+	local = sooner(local, lost)
 	if local.RequeueAfter > 0 {
 		// A local host plan's apply is held by another applier (or its hold is waited
 		// out before a takeover): that applier, or the takeover, writes its report, and
@@ -251,7 +286,15 @@ func (r *Reconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.Ret
 		// a waiting host plan from being stranded when no other event comes.
 		return local, nil
 	}
-	return ctrl.Result{}, r.aggregateApply(ctx, plan)
+	return ctrl.Result{}, nil
+}
+
+// sooner is the result that looks again first.
+func sooner(a, b ctrl.Result) ctrl.Result {
+	if a.RequeueAfter == 0 || (b.RequeueAfter > 0 && b.RequeueAfter < a.RequeueAfter) {
+		return b
+	}
+	return a
 }
 
 // approvedNow says whether the plan's Approved condition is True for its current
