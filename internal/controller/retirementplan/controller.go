@@ -140,8 +140,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if plan.Spec.HostID != "" {
 		return r.reconcileHost(ctx, req.NamespacedName, plan.Spec.HostID)
 	}
-	// Any agent may drive a fleet plan, so another may just have written it: each attempt
-	// reads it afresh, and a conflict is answered by re-reading and deciding again.
+	// Only the fleet coordinator writes a fleet plan, but one that just lost its Lease may
+	// have written it too: each attempt reads it afresh, and a conflict is answered by
+	// re-reading and deciding again.
 	for attempt := 0; ; attempt++ {
 		if err := r.APIReader.Get(ctx, req.NamespacedName, plan); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)

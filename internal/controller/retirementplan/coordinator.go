@@ -23,8 +23,9 @@ import (
 )
 
 // A RetirementPlan without spec.hostID is a fleet plan: one user action covering every
-// host. Its reconciler (any agent may run it) splits the namespace's rows by host, creates
-// one host plan per host that has an agent, and aggregates them. A host plan is planned
+// host. Its reconciler (on the fleet coordinator only: Reconciler.Coordinator) splits the
+// namespace's rows by host, creates one host plan per host that has an agent, and
+// aggregates them. A host plan is planned
 // and applied only by the agent holding its host's Lease, with the ordinary plan code,
 // over that host's rows. See docs/retirementplan.md, "Several hosts".
 
@@ -208,7 +209,9 @@ func (r *Reconciler) retiredBy(plan *fleetv1alpha1.RetirementPlan) string {
 
 // reconcileFleet drives a fleet plan: fan out, wait for the host plans' plans, judge the
 // approval as for any plan, wait for the host plans' applies, aggregate. Every step is a
-// function of what the API server holds, so two agents running it converge: writes are
+// function of what the API server holds, and only the fleet coordinator runs it (another
+// agent runs only its own host's host plans); should two run it (a coordinator that lost
+// its Lease mid-reconcile), they converge: writes are
 // guarded by resourceVersion, and a conflict is retried from a fresh read.
 func (r *Reconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
@@ -307,7 +310,7 @@ func approvedNow(plan *fleetv1alpha1.RetirementPlan) bool {
 // fanOut reads the namespace's rows and the hosts' Leases once, and records how the fleet
 // plan splits: a host plan for each host with Active rows and an agent, the hosts without
 // one, the rows no host plan covers, the registry fingerprint and the snapshot. The write
-// is guarded: of two agents fanning out at once, one wins and the other re-reads.
+// is guarded: should two coordinators fan out at once, one wins and the other re-reads.
 func (r *Reconciler) fanOut(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
 	reads, err := r.readFanout(ctx, plan.Namespace)
 	if err != nil {
