@@ -33,6 +33,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/localcp"
 	"github.com/giteatools/fleet-controller/internal/managercache"
+	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 
 var scheme = runtime.NewScheme()
@@ -69,6 +70,7 @@ type options struct {
 	bannerEnvFile  string
 	agentNamespace string
 	agentTimings   hostagent.Timings
+	takeover       time.Duration
 }
 
 func main() {
@@ -103,6 +105,8 @@ func main() {
 	flag.DurationVar(&o.agentTimings.LeaseDuration, "agent-lease-duration", hostagent.DefaultLeaseDuration, "How long a host's coordination Lease is valid without renewal.")
 	flag.DurationVar(&o.agentTimings.RenewDeadline, "agent-renew-deadline", hostagent.DefaultRenewDeadline, "How long the host agent keeps trying to renew before it stops acting for the host.")
 	flag.DurationVar(&o.agentTimings.RetryPeriod, "agent-retry-period", hostagent.DefaultRetryPeriod, "How often the host agent tries to acquire or renew its Lease.")
+	flag.DurationVar(&o.takeover, "apply-takeover-timeout", retirement.DefaultTakeoverTimeout,
+		"How long a plan's apply may go without its applier renewing its hold before another manager takes it over and completes the report from the rows.")
 	flag.Func("install-manifests", "Folder of YAML manifests whose objects (namespaced ones too) are created in the embedded control plane after the project's own; repeatable. make run passes its local Gitea's gateway credentials here.", func(dir string) error {
 		o.installDirs = append(o.installDirs, dir)
 		return nil
@@ -197,6 +201,7 @@ func run(o options) error {
 		gatewayCertDir:     o.gatewayCertDir,
 		agentNamespace:     o.agentNamespace,
 		agentTimings:       o.agentTimings,
+		takeoverTimeout:    o.takeover,
 	}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}

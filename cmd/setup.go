@@ -49,6 +49,8 @@ type config struct {
 	agentNamespace string
 	// agentTimings are the host election's durations.
 	agentTimings hostagent.Timings
+	// takeoverTimeout is how long an apply's hold lasts without renewal.
+	takeoverTimeout time.Duration
 }
 
 // setup registers every reconciler and endpoint of the project with the manager.
@@ -108,7 +110,12 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		Clock:          clk,
 		Recorder:       mgr.GetEventRecorder("retirementplan-controller"),
 		Agent:          rpAgent,
+		Coordinator:    coordinator,
 		AgentNamespace: cfg.agentNamespace,
+		// A host plan waits for its host's agent one more Lease term after the Lease
+		// expired before the fleet plan closes it without writing any row.
+		HostAgentGrace:  cfg.agentTimings.LeaseDuration,
+		TakeoverTimeout: cfg.takeoverTimeout,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("retirementplan controller: %w", err)
 	}

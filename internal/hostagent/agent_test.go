@@ -66,3 +66,32 @@ func TestNewInstanceIDIsFreshPerCall(t *testing.T) {
 		t.Errorf("instance ids %q %q", a, b)
 	}
 }
+
+func TestUnheldSince(t *testing.T) {
+	created := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	renewed := created.Add(time.Hour)
+	l := func(renew *time.Time, seconds int32) *coordinationv1.Lease {
+		x := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)}}
+		if renew != nil {
+			x.Spec.RenewTime = &metav1.MicroTime{Time: *renew}
+		}
+		if seconds != 0 {
+			x.Spec.LeaseDurationSeconds = ptr.To(seconds)
+		}
+		return x
+	}
+	for _, tc := range []struct {
+		name string
+		l    *coordinationv1.Lease
+		want time.Time
+	}{
+		{"crashed holder: the end of its last term", l(&renewed, 15), renewed.Add(15 * time.Second)},
+		{"released (client-go writes a 1 s term)", l(&renewed, 1), renewed.Add(time.Second)},
+		{"no duration", l(&renewed, 0), renewed},
+		{"never held: its creation", l(nil, 15), created},
+	} {
+		if got := unheldSince(tc.l); !got.Equal(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

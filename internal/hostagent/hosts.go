@@ -34,6 +34,10 @@ func HolderOf(l *coordinationv1.Lease, now time.Time) (h Holder, ok bool) {
 type Hosts struct {
 	// Held maps the host ids whose Lease is held at the time of the read to the holder.
 	Held map[string]Holder
+	// Unheld maps the host ids whose Lease exists but is held by nobody at the time of
+	// the read to when it stopped being held: its last holder's renew time plus the
+	// Lease's duration, or, for a Lease never held, its creation.
+	Unheld map[string]time.Time
 	// NextChange is the earliest expiry of a held Lease: when this view may change
 	// without any write (zero when nothing is held).
 	NextChange time.Time
@@ -53,7 +57,7 @@ func ListHosts(ctx context.Context, r client.Reader, namespace string, now time.
 	if err := r.List(ctx, leases, client.InNamespace(namespace), client.MatchingLabels{LabelRole: RoleHost}); err != nil {
 		return Hosts{}, fmt.Errorf("listing host Leases in %s: %w", namespace, err)
 	}
-	out := Hosts{Held: map[string]Holder{}}
+	out := Hosts{Held: map[string]Holder{}, Unheld: map[string]time.Time{}}
 	for i := range leases.Items {
 		l := &leases.Items[i]
 		id := l.Annotations[AnnotationHostID]
@@ -62,6 +66,7 @@ func ListHosts(ctx context.Context, r client.Reader, namespace string, now time.
 		}
 		h, ok := HolderOf(l, now)
 		if !ok {
+			out.Unheld[id] = unheldSince(l)
 			continue
 		}
 		out.Held[id] = h
@@ -70,4 +75,18 @@ func ListHosts(ctx context.Context, r client.Reader, namespace string, now time.
 		}
 	}
 	return out, nil
+}
+
+// unheldSince is when a Lease nobody holds stopped being held: the end of its last
+// renewal's term, or its creation when it was never renewed.
+func unheldSince(l *coordinationv1.Lease) time.Time {
+	s := l.Spec
+	if s.RenewTime == nil {
+		return l.CreationTimestamp.Time
+	}
+	d := time.Duration(0)
+	if s.LeaseDurationSeconds != nil && *s.LeaseDurationSeconds > 0 {
+		d = time.Duration(*s.LeaseDurationSeconds) * time.Second
+	}
+	return s.RenewTime.Add(d)
 }

@@ -108,6 +108,16 @@ type Reconciler struct {
 	// AgentNamespace holds the hosts' coordination Leases, read to learn which hosts have
 	// an agent when a fleet plan fans out.
 	AgentNamespace string
+	// Coordinator is this manager's candidacy for the fleet coordinator Lease: only while
+	// it holds that Lease does this reconciler fan out a fleet plan, write its status and
+	// pages, create its host plans and close those of lost hosts, so a fleet plan has one
+	// writer. Nil: this reconciler drives every fleet plan it sees (a single manager, or a
+	// test driving a reconciler by hand).
+	Coordinator Coordinator
+	// HostAgentGrace is how long a fleet plan waits for a host's agent beyond the expiry
+	// of the host's Lease before it closes that host's host plan (zero:
+	// retirement.DefaultHostAgentGrace).
+	HostAgentGrace time.Duration
 	// planLocks serialises the work on one host plan in this process (lockPlan).
 	planLocks sync.Map
 }
@@ -130,8 +140,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if plan.Spec.HostID != "" {
 		return r.reconcileHost(ctx, req.NamespacedName, plan.Spec.HostID)
 	}
-	// Any agent may drive a fleet plan, so another may just have written it: each attempt
-	// reads it afresh, and a conflict is answered by re-reading and deciding again.
+	// Only the fleet coordinator writes a fleet plan, but one that just lost its Lease may
+	// have written it too: each attempt reads it afresh, and a conflict is answered by
+	// re-reading and deciding again.
 	for attempt := 0; ; attempt++ {
 		if err := r.APIReader.Get(ctx, req.NamespacedName, plan); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -222,6 +233,11 @@ func (r *Reconciler) SetupWithManagerNamed(mgr ctrl.Manager, name string, preds 
 	}); ok {
 		b = b.WatchesRawSource(source.Channel(ch.Changes(), handler.EnqueueRequestsFromMapFunc(r.ownHostPlans)))
 	}
+	if ch, ok := r.Coordinator.(interface {
+		Changes() <-chan event.GenericEvent
+	}); ok {
+		b = b.WatchesRawSource(source.Channel(ch.Changes(), handler.EnqueueRequestsFromMapFunc(r.openFleetPlans)))
+	}
 	return b.Complete(r)
 }
 
@@ -261,6 +277,23 @@ func (r *Reconciler) ownHostPlans(ctx context.Context, _ client.Object) []reconc
 	for i := range list.Items {
 		p := &list.Items[i]
 		if p.Spec.HostID == r.Agent.ID() && (p.Status.Outcome == "" || p.Status.Outcome == retirement.OutcomePlanned) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		}
+	}
+	return out
+}
+
+// openFleetPlans lists the unfinished fleet plans, for a manager that just became the
+// fleet coordinator.
+func (r *Reconciler) openFleetPlans(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &fleetv1alpha1.RetirementPlanList{}
+	if err := r.List(ctx, list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Spec.HostID == "" && (p.Status.Outcome == "" || p.Status.Outcome == retirement.OutcomePlanned) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		}
 	}

@@ -23,8 +23,9 @@ import (
 )
 
 // A RetirementPlan without spec.hostID is a fleet plan: one user action covering every
-// host. Its reconciler (any agent may run it) splits the namespace's rows by host, creates
-// one host plan per host that has an agent, and aggregates them. A host plan is planned
+// host. Its reconciler (on the fleet coordinator only: Reconciler.Coordinator) splits the
+// namespace's rows by host, creates one host plan per host that has an agent, and
+// aggregates them. A host plan is planned
 // and applied only by the agent holding its host's Lease, with the ordinary plan code,
 // over that host's rows. See docs/retirementplan.md, "Several hosts".
 
@@ -34,6 +35,17 @@ type HostAgent interface {
 	ID() string
 	Instance() string
 	Held() bool
+}
+
+// Coordinator is this manager's candidacy for the fleet coordinator Lease
+// (hostagent.NewCoordinator): whether it holds the Lease right now.
+type Coordinator interface {
+	Held() bool
+}
+
+// coordinates says whether this reconciler is the one writer of fleet plans now.
+func (r *Reconciler) coordinates() bool {
+	return r.Coordinator == nil || r.Coordinator.Held()
 }
 
 // kindRetirementPlan is the kind a host plan's controller ownerReference names.
@@ -197,12 +209,21 @@ func (r *Reconciler) retiredBy(plan *fleetv1alpha1.RetirementPlan) string {
 
 // reconcileFleet drives a fleet plan: fan out, wait for the host plans' plans, judge the
 // approval as for any plan, wait for the host plans' applies, aggregate. Every step is a
-// function of what the API server holds, so two agents running it converge: writes are
+// function of what the API server holds, and only the fleet coordinator runs it (another
+// agent runs only its own host's host plans); should two run it (a coordinator that lost
+// its Lease mid-reconcile), they converge: writes are
 // guarded by resourceVersion, and a conflict is retried from a fresh read.
 func (r *Reconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
 	if plan.Status.Outcome != "" && plan.Status.Outcome != retirement.OutcomePlanned {
 		return ctrl.Result{}, nil
+	}
+	if !r.coordinates() {
+		// One writer per fleet plan: the fleet coordinator fans it out, creates its host
+		// plans, writes its status and pages, and closes the host plans of lost hosts.
+		// This agent runs only its own host's plans (each guarded by its own Lease).
+		fleetStandbyTotal.Inc()
+		return r.runLocalHostPlans(ctx, plan)
 	}
 	if plan.Status.Outcome == "" {
 		if plan.Status.RegistryFingerprint == "" {
@@ -217,9 +238,15 @@ func (r *Reconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.Ret
 		if err != nil {
 			return ctrl.Result{}, err
 		}
+		lost, err := r.closeLostHosts(ctx, plan, false)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
 		planned, err := r.aggregatePlan(ctx, plan)
 		if err != nil || !planned {
-			return local, err // a host plan's change enqueues the fleet plan again
+			// A host plan's change enqueues the fleet plan again; a host whose agent may
+			// be gone is looked at again when it could count as lost.
+			return sooner(local, lost), err
 		}
 		logger.Info("Planned", "hosts", len(plan.Status.Hosts), "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
 	}
@@ -244,6 +271,17 @@ func (r *Reconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.Ret
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	lost, err := r.closeLostHosts(ctx, plan, true)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.aggregateApply(ctx, plan); err != nil {
+		return ctrl.Result{}, err
+	}
+	if plan.Status.Outcome != retirement.OutcomePlanned {
+		return ctrl.Result{}, nil
+	}
+	local = sooner(local, lost)
 	if local.RequeueAfter > 0 {
 		// A local host plan's apply is held by another applier (or its hold is waited
 		// out before a takeover): that applier, or the takeover, writes its report, and
@@ -251,7 +289,15 @@ func (r *Reconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.Ret
 		// a waiting host plan from being stranded when no other event comes.
 		return local, nil
 	}
-	return ctrl.Result{}, r.aggregateApply(ctx, plan)
+	return ctrl.Result{}, nil
+}
+
+// sooner is the result that looks again first.
+func sooner(a, b ctrl.Result) ctrl.Result {
+	if a.RequeueAfter == 0 || (b.RequeueAfter > 0 && b.RequeueAfter < a.RequeueAfter) {
+		return b
+	}
+	return a
 }
 
 // approvedNow says whether the plan's Approved condition is True for its current
@@ -264,7 +310,7 @@ func approvedNow(plan *fleetv1alpha1.RetirementPlan) bool {
 // fanOut reads the namespace's rows and the hosts' Leases once, and records how the fleet
 // plan splits: a host plan for each host with Active rows and an agent, the hosts without
 // one, the rows no host plan covers, the registry fingerprint and the snapshot. The write
-// is guarded: of two agents fanning out at once, one wins and the other re-reads.
+// is guarded: should two coordinators fan out at once, one wins and the other re-reads.
 func (r *Reconciler) fanOut(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
 	reads, err := r.readFanout(ctx, plan.Namespace)
 	if err != nil {

@@ -56,6 +56,16 @@ var (
 		Name: "fleet_retirement_host_plans_created_total",
 		Help: "Host plans created by fleet plans (one per host with an agent and Active registrations).",
 	})
+
+	hostsLostTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fleet_retirement_host_plans_lost_total",
+		Help: "Host plans the fleet coordinator closed without writing any row because the host's agent was gone.",
+	})
+
+	fleetStandbyTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "fleet_retirement_fleet_plan_standby_total",
+		Help: "Fleet plan reconciles that wrote nothing to the fleet plan because another agent is the fleet coordinator.",
+	})
 )
 
 // labelNamespace is the namespace label of the fleet gauges.
@@ -81,7 +91,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(plansTotal, approvalsTotal, retiredTotal, takeoversTotal, refusedAppliersTotal, preservedTotal, fleetWorkers, fleetSafe, fleetBlockers,
-		fleetPlanHosts, hostPlansCreated, fleetConflicts)
+		fleetPlanHosts, hostPlansCreated, fleetConflicts, hostsLostTotal, fleetStandbyTotal)
 }
 
 // recordSnapshot publishes a namespace's fleet snapshot as gauges. Blocker codes that no

@@ -1,0 +1,304 @@
+package fleet_test
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/retirement"
+	"github.com/giteatools/fleet-controller/test/support/testenv"
+	"github.com/giteatools/fleet-controller/test/support/testworker"
+)
+
+// Host ids: two hosts with a manager each, and one host no agent runs on. All of their
+// workers are processes of this machine; a manager proves liveness for the rows
+// registered under its own --host-id.
+const (
+	hostA = "fleet-e2e-host-a"
+	hostB = "fleet-e2e-host-b"
+	hostC = "fleet-e2e-host-c"
+)
+
+// waitAgents waits until the host Leases of hosts are held (read with kubectl).
+func waitAgents(hosts ...string) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		out, err := kubectlErr("-n", agentNamespace, "get", "leases", "-l", "fleet.giteatools.dev/agent-lease=host",
+			"-o", `jsonpath={range .items[*]}{.metadata.annotations.fleet\.giteatools\.dev/host-id}={.spec.holderIdentity}{"\n"}{end}`)
+		g.Expect(err).NotTo(HaveOccurred())
+		held := map[string]bool{}
+		for _, l := range strings.Split(out, "\n") {
+			if h, holder, ok := strings.Cut(strings.TrimSpace(l), "="); ok && holder != "" {
+				held[h] = true
+			}
+		}
+		for _, h := range hosts {
+			g.Expect(held).To(HaveKey(h))
+		}
+	}).Should(Succeed())
+}
+
+// ownershipWatch counts the ownershipState changes of one registration.
+func ownershipWatch(ns, name string) *atomic.Int64 {
+	GinkgoHelper()
+	w, err := k8sClient.Watch(ctx, &fleetv1alpha1.WorkerRegistrationList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(w.Stop)
+	n := &atomic.Int64{}
+	go func() {
+		last := "unseen"
+		for ev := range w.ResultChan() {
+			wr, ok := ev.Object.(*fleetv1alpha1.WorkerRegistration)
+			if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) {
+				continue
+			}
+			if last != "unseen" && wr.Status.OwnershipState != last {
+				n.Add(1)
+			}
+			last = wr.Status.OwnershipState
+		}
+	}()
+	return n
+}
+
+// ownershipOf reads the ownership state of every row of ns with kubectl.
+func ownershipOf(ns string) map[string]string {
+	GinkgoHelper()
+	out := kubectl("-n", ns, "get", "workerregistrations", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.phase}/{.status.ownershipState}{"\n"}{end}`)
+	m := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// preservedReasons reads a plan's listed preserved rows and their reason codes.
+func preservedReasons(ns, plan, field string) map[string]string {
+	GinkgoHelper()
+	out := jsonpath(ns, plan, `range .status.`+field+`[*]}{.workerIdentity}={.reasonCode}{"\n"}{end`)
+	m := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+var _ = Describe("Retirement across several hosts, driven from outside", Ordered, func() {
+	It("retires exactly the dead rows of both agents' hosts with one plan and one GitOps approval, and keeps the agent-less host's rows", func() {
+		start := time.Now()
+		a, b := startManager(hostA), startManager(hostB)
+		_, _ = a, b
+		waitAgents(hostA, hostB)
+		ns := newNamespace("fleet-e2e")
+
+		By("live workers on all three hosts, dead ones (killed processes) on all three, a pid-gone row that keeps heartbeating")
+		var live, dead []*worker
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		spawn := func(name, host string, into *[]*worker) {
+			defer GinkgoRecover()
+			defer wg.Done()
+			w := startWorker(ns, name, host)
+			mu.Lock()
+			*into = append(*into, w)
+			mu.Unlock()
+		}
+		for _, h := range []string{hostA, hostB, hostC} {
+			short := h[len(h)-1:]
+			for i := range 3 {
+				wg.Add(1)
+				go spawn(fmt.Sprintf("live-%s%d", short, i), h, &live)
+			}
+			for i := range 2 {
+				wg.Add(1)
+				go spawn(fmt.Sprintf("dead-%s%d", short, i), h, &dead)
+			}
+		}
+		wg.Wait()
+		fresh := startWorker(ns, "fresh-a", hostA)
+		freshChanges := ownershipWatch(ns, "fresh-a")
+		Eventually(func() string { return ownershipOf(ns)["fresh-a"] }).Should(Equal("Active/live"))
+		// From here on, the one due change is live -> stale, once its process is gone.
+		freshBefore := freshChanges.Load()
+		for _, w := range dead {
+			w.kill()
+		}
+		fresh.kill()
+		heartbeatOnly(ns, "fresh-a")
+		wantRetired := []string{"dead-a0", "dead-a1", "dead-b0", "dead-b1"}
+		Eventually(func(g Gomega) {
+			st := ownershipOf(ns)
+			for _, n := range wantRetired {
+				g.Expect(st[n]).To(Equal("Active/stale"), n)
+			}
+			g.Expect(st["live-a0"]).To(Equal("Active/live"))
+			g.Expect(st["live-b0"]).To(Equal("Active/live"))
+		}, 30*time.Second).Should(Succeed())
+
+		By("kubectl apply of a fleet plan; kubectl get shows its snapshot")
+		kubectlApply(ns, planManifest("retire-dead", ""))
+		Eventually(func() string { return outcomeOf(ns, "retire-dead") }).Should(Equal("planned"))
+		table := kubectl("-n", ns, "get", "retirementplans")
+		GinkgoWriter.Printf("kubectl get retirementplans:\n%s\n", table)
+		lines := strings.Split(table, "\n")
+		header := strings.Fields(lines[0])
+		Expect(header).To(ContainElements("OUTCOME", "CANDIDATES", "PRESERVED", "STALE", "LIVE", "SAFE"))
+		fleetLine := ""
+		for _, l := range lines[1:] {
+			if f := strings.Fields(l); len(f) > 0 && f[0] == "retire-dead" {
+				fleetLine = l
+			}
+		}
+		Expect(fleetLine).NotTo(BeEmpty(), "the fleet plan is listed")
+		// Columns are read by their position under the header (the fleet plan's HOST and
+		// RETIRED are empty).
+		col := func(name string) string {
+			start := strings.Index(lines[0], name)
+			end := len(fleetLine)
+			if i := slices.Index(header, name); i+1 < len(header) {
+				end = min(end, strings.Index(lines[0], header[i+1]))
+			}
+			return strings.TrimSpace(fleetLine[start:end])
+		}
+		Expect(col("OUTCOME")).To(Equal("planned"))
+		Expect(col("CANDIDATES")).To(Equal("4"))
+		Expect(strconv.Atoi(col("LIVE"))).To(BeNumerically(">=", 9))
+		Expect(strconv.Atoi(col("STALE"))).To(BeNumerically(">=", 4))
+		ids := strings.Fields(jsonpath(ns, "retire-dead", `range .status.candidateWorkerIdentities[*]}{@}{" "}{end`))
+		Expect(ids).To(Equal(wantRetired))
+		preserved := preservedReasons(ns, "retire-dead", "preserved")
+		for _, n := range []string{"live-c0", "live-c1", "live-c2", "dead-c0", "dead-c1"} {
+			Expect(preserved).To(HaveKeyWithValue(n, "host_binding_unproven"))
+		}
+		Expect(preserved).To(HaveKeyWithValue("fresh-a", "heartbeat_not_expired"))
+		Expect(jsonpath(ns, "retire-dead", ".status.hostsWithoutAgent[*].hostID")).To(Equal(hostC))
+		registryAtPlan := jsonpath(ns, "retire-dead", ".status.registryFingerprint")
+
+		By("the approval lands some seconds later, the GitOps way, while the live workers keep heartbeating")
+		time.Sleep(6 * time.Second)
+		kubectlApply(ns, planManifest("retire-dead", candidateApproval(ns, "retire-dead")))
+		Eventually(func() string { return outcomeOf(ns, "retire-dead") }).Should(Equal("applied"))
+		Expect(jsonpath(ns, "retire-dead", ".status.success")).To(Equal("true"))
+		Expect(strings.Fields(jsonpath(ns, "retire-dead", `range .status.retired[*]}{@}{" "}{end`))).To(Equal(wantRetired))
+		Expect(retiredBy(ns, "retire-dead")).To(ConsistOf(wantRetired))
+		st := ownershipOf(ns)
+		for n, s := range st {
+			if slices.Contains(wantRetired, n) {
+				Expect(s).To(Equal("Retired/historical"), n)
+				continue
+			}
+			Expect(s).To(HavePrefix("Active/"), "%s was not to be retired", n)
+		}
+		for _, w := range live {
+			Expect(st[w.name]).To(Equal("Active/live"), "%s is live", w.name)
+		}
+		// The heartbeats moved the registry since the plan; the candidate-bound approval
+		// still applied.
+		Expect(registryAtPlan).NotTo(BeEmpty())
+
+		By("a pid-gone, heartbeat-fresh row changed ownership state at most once while both managers ran")
+		Expect(freshChanges.Load() - freshBefore).To(BeNumerically("<=", 1))
+		Expect(st["fresh-a"]).To(Equal("Active/stale"))
+		GinkgoWriter.Printf("multi-host spec: %s; ownershipState changes of the pid-gone, heartbeat-fresh row since its process died: %d\n",
+			time.Since(start).Round(time.Second), freshChanges.Load()-freshBefore)
+	})
+
+	It("completes the report truthfully when the host's manager is killed between two row writes and a new one starts", func() {
+		const hostR = "fleet-e2e-host-r"
+		const rows = 1500
+		start := time.Now()
+		m := startManager(hostR)
+		other := startManager(hostB)
+		_ = other
+		waitAgents(hostR, hostB)
+		ns := newNamespace("fleet-e2e-restart")
+		live := startWorker(ns, "live-r", hostR)
+
+		By(fmt.Sprintf("%d dead rows on host R", rows))
+		facts, err := testenv.HostFacts(hostR)
+		Expect(err).NotTo(HaveOccurred())
+		f := testworker.Fleet{Client: k8sClient, Host: retirement.Host{HostID: hostR, BootID: facts.BootID, BootTime: facts.BootTime}, Repository: repository}
+		gone := testworker.Exited()
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				for i := g; i < rows; i += 8 {
+					wr := f.Registration(ns, fmt.Sprintf("dead-%04d", i), gone)
+					Expect(k8sClient.Create(ctx, wr)).To(Succeed())
+					f.Heartbeat(ctx, wr, time.Hour) // retried on conflict with the manager's first look
+				}
+			}()
+		}
+		wg.Wait()
+		Eventually(func(g Gomega) {
+			n := 0
+			for name, s := range ownershipOf(ns) {
+				if strings.HasPrefix(name, "dead-") && s == "Active/stale" {
+					n++
+				}
+			}
+			g.Expect(n).To(Equal(rows))
+		}, 120*time.Second, time.Second).Should(Succeed())
+
+		kubectlApply(ns, planManifest("retire-many", ""))
+		Eventually(func() string { return outcomeOf(ns, "retire-many") }).Should(Equal("planned"))
+		Expect(jsonpath(ns, "retire-many", ".status.candidateCount")).To(Equal(strconv.Itoa(rows)))
+		hostPlan := jsonpath(ns, "retire-many", ".status.hosts[0].plan")
+		Expect(jsonpath(ns, "retire-many", ".status.hosts[0].hostID")).To(Equal(hostR))
+
+		By("approving, and killing host R's manager with SIGKILL while its apply is under way")
+		kubectlApply(ns, planManifest("retire-many", candidateApproval(ns, "retire-many")))
+		var atKill int
+		Eventually(func() int { atKill = len(retiredBy(ns, "retire-many")); return atKill }, 60*time.Second, 200*time.Millisecond).
+			Should(BeNumerically(">", 0))
+		m.Kill()
+		atKill = len(retiredBy(ns, "retire-many"))
+		GinkgoWriter.Printf("killed host R's manager with %d of %d rows retired\n", atKill, rows)
+		Expect(atKill).To(BeNumerically("<", rows), "the apply finished before the kill: nothing was interrupted")
+		Expect(jsonpath(ns, hostPlan, ".status.applyProgress.state")).To(Equal(retirement.ApplyInProgress))
+		Consistently(func() int { return len(retiredBy(ns, "retire-many")) }, 3*time.Second, time.Second).Should(Equal(atKill),
+			"a killed manager writes nothing more")
+		Expect(outcomeOf(ns, "retire-many")).To(Equal("planned"), "the fleet plan waits for host R's report")
+
+		By("a new manager with the same --host-id completes the report from the rows")
+		startManager(hostR)
+		Eventually(func() string { return outcomeOf(ns, "retire-many") }, 90*time.Second).Should(Equal("applied"))
+		retired := retiredBy(ns, "retire-many")
+		Expect(retired).To(HaveLen(atKill), "no row was written after the kill")
+		slices.Sort(retired)
+		Expect(strings.Fields(jsonpath(ns, "retire-many", `range .status.retired[*]}{@}{" "}{end`))).To(Equal(retired),
+			"the report names every retired row")
+		Expect(jsonpath(ns, "retire-many", ".status.retiredCount")).To(Equal(strconv.Itoa(len(retired))))
+		Expect(jsonpath(ns, "retire-many", ".status.success")).To(Equal("false"), "an interrupted apply is no success")
+		Expect(jsonpath(ns, "retire-many", ".status.applyComplete")).To(Equal("false"))
+		Expect(jsonpath(ns, hostPlan, ".status.applyProgress.state")).To(Equal(retirement.ApplyFinished))
+		Expect(jsonpath(ns, hostPlan, ".status.applyProgress.takenOverFrom")).NotTo(BeEmpty())
+		notRetired := preservedReasons(ns, "retire-many", "applyPreserved")
+		Expect(notRetired).To(HaveLen(rows - len(retired)))
+		for n, reason := range notRetired {
+			Expect(slices.Contains(retired, n)).To(BeFalse())
+			Expect(reason).To(Equal(retirement.ReasonApplyInterrupted), n)
+		}
+		st := ownershipOf(ns)
+		Expect(st[live.name]).To(Equal("Active/live"))
+		GinkgoWriter.Printf("restart spec: %s; %d retired before the kill, the other %d kept as %s\n",
+			time.Since(start).Round(time.Second), len(retired), rows-len(retired), retirement.ReasonApplyInterrupted)
+	})
+})
