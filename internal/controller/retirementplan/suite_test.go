@@ -146,6 +146,7 @@ func startManager(ctx context.Context, facts liveness.HostFacts, suffix string) 
 	plans := newPlanReconciler(mgr.GetClient(), mgr.GetAPIReader(), p)
 	plans.Host = retirement.Host{HostID: facts.HostID, BootID: facts.BootID, BootTime: facts.BootTime}
 	plans.Agent = agent
+	plans.Coordinator = elections.Coordinator
 	plans.Recorder = mgr.GetEventRecorder("retirementplan-controller")
 	notDirect := predicate.NewPredicateFuncs(func(o client.Object) bool { return !strings.HasPrefix(o.GetName(), "direct-") })
 	Expect(plans.SetupWithManagerNamed(mgr, "retirementplan"+suffix, notDirect)).To(Succeed())
