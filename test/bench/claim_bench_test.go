@@ -227,7 +227,7 @@ func startClaimBench(b *testing.B) *claimBench {
 	if !cb.warmed {
 		cb.warmed = true
 		issue := createIssues(b, cb, 1)[0]
-		res, _ := runRound(b, cb, []string{cb.workers[0]}, []int64{issue})
+		res, _, _ := runRound(b, cb, []string{cb.workers[0]}, []int64{issue})
 		if res[0].phase != fleetv1alpha1.ClaimPhaseActive {
 			b.Fatalf("warm-up claim ended %s (%s), want Active", res[0].phase, res[0].detail)
 		}
@@ -484,13 +484,16 @@ type claimOutcome struct {
 // last decided claim). Each worker copies its pin into spec.pin as soon as the
 // validation shows. Claim states are followed through one watch, so the API server is
 // not polled. The round's claims are deleted afterwards, which keeps active claims from
-// being re-checked against Gitea during later rounds.
-func runRound(b *testing.B, cb *claimBench, workers []string, issues []int64) ([]claimOutcome, time.Duration) {
+// being re-checked against Gitea during later rounds. The Gitea requests returned are
+// the controller's from the start until the round's claims were decided and Gitea went
+// quiet, before that deletion released them.
+func runRound(b *testing.B, cb *claimBench, workers []string, issues []int64) ([]claimOutcome, time.Duration, giteaCalls) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
 	defer cancel()
 	round := roundSeq.Add(1)
 	n := len(workers)
+	before := cb.calls.snapshot()
 
 	names := make([]string, n)
 	updates := make(map[string]chan *fleetv1alpha1.TaskClaim, n)
@@ -544,6 +547,7 @@ func runRound(b *testing.B, cb *claimBench, workers []string, issues []int64) ([
 	// after the status). Let it finish so the next round starts on a quiet controller and
 	// the request counts belong to this round.
 	cb.calls.quiesce(300*time.Millisecond, 10*time.Second)
+	calls := cb.calls.snapshot().minus(before)
 	if err := cb.c.DeleteAllOf(context.Background(), &fleetv1alpha1.TaskClaim{}, client.InNamespace(cb.ns)); err != nil {
 		b.Fatalf("deleting the round's claims: %v", err)
 	}
@@ -564,7 +568,7 @@ func runRound(b *testing.B, cb *claimBench, workers []string, issues []int64) ([
 		time.Sleep(50 * time.Millisecond)
 	}
 	cb.calls.quiesce(300*time.Millisecond, 10*time.Second)
-	return out, wall
+	return out, wall, calls
 }
 
 // claimAndWait creates one claim, pins it when its validation appears, and returns when
@@ -895,9 +899,8 @@ func benchClaimScenario(b *testing.B, cb *claimBench, name string, n int, one bo
 		} else {
 			issues = createIssues(b, cb, n)
 		}
-		before := cb.calls.snapshot()
-		out, roundWall := runRound(b, cb, cb.workers[:n], issues)
-		calls = calls.plus(cb.calls.snapshot().minus(before))
+		out, roundWall, roundCalls := runRound(b, cb, cb.workers[:n], issues)
+		calls = calls.plus(roundCalls)
 		won := 0
 		var refusals []string
 		for _, o := range out {
