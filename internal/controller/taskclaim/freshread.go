@@ -59,14 +59,13 @@ func (f *freshReads) ReadTarget(ctx context.Context, t claim.Target) (claim.Targ
 	f.mu.Lock()
 	tr := f.targets[key]
 	var call *readCall
-	switch {
-	case tr == nil:
+	if tr == nil {
 		// Nothing under way: this caller's read starts now.
 		call = &readCall{ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
 		f.targets[key] = &targetReads{running: call}
 		f.mu.Unlock()
 		go f.run(key, t, call)
-	default:
+	} else {
 		// A read is under way and may be older than this request: queue for the next.
 		if tr.next == nil {
 			tr.next = &readCall{ctx: context.WithoutCancel(ctx), done: make(chan struct{})}

@@ -50,7 +50,7 @@ func TestFreshReadsNeverHandOutAnOlderRead(t *testing.T) {
 	if err != nil || st.RecordVersion != -1 {
 		t.Fatalf("other target: %+v, %v", st, err)
 	}
-	waitQueued(t, f, target, late)
+	waitQueued(t, f, target)
 	close(release)
 	wg.Wait()
 
@@ -98,9 +98,9 @@ func TestFreshReadsCallerGivesUp(t *testing.T) {
 	}
 }
 
-// waitQueued waits until n callers can have queued for target's next read (they queue
-// at once; this only gives their goroutines time to run).
-func waitQueued(t *testing.T, f *freshReads, target claim.Target, n int) {
+// waitQueued waits until a caller queued for target's next read, and gives the other
+// late callers' goroutines a moment to queue too.
+func waitQueued(t *testing.T, f *freshReads, target claim.Target) {
 	t.Helper()
 	key := readKey{repository: target.Repository, kind: target.Kind, number: target.Number}
 	deadline := time.Now().Add(5 * time.Second)
@@ -109,7 +109,7 @@ func waitQueued(t *testing.T, f *freshReads, target claim.Target, n int) {
 		queued := f.targets[key] != nil && f.targets[key].next != nil
 		f.mu.Unlock()
 		if queued {
-			time.Sleep(50 * time.Millisecond) // the rest of the n goroutines
+			time.Sleep(50 * time.Millisecond) // the other late callers
 			return
 		}
 		time.Sleep(time.Millisecond)
