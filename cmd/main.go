@@ -92,7 +92,7 @@ func main() {
 	flag.StringVar(&o.repository, "repository", "", "Canonical owner/name repository the fleet works on; default binding for RetirementPlans and the only repository task claims may target.")
 	flag.DurationVar(&o.claimTTL, "claim-ttl", 2*time.Hour, "Lifetime of an activated task capability.")
 	flag.IntVar(&o.concurrency, "taskclaim-concurrency", taskclaim.DefaultConcurrency,
-		"How many TaskClaims are reconciled at once. The per-target Lease compare-and-swap keeps each target's claim exclusive at any value.")
+		"How many TaskClaims are reconciled at once. A claim mostly waits for Gitea and the API server, so claims made together overlap that wait; lower it to spare a small Gitea. The per-target Lease compare-and-swap keeps each target's claim exclusive at any value.")
 	flag.DurationVar(&o.sweepInterval, "claim-sweep-interval", taskclaim.DefaultSweepInterval, "How often Gitea records and claim locks left behind by deleted claims are swept.")
 	flag.DurationVar(&o.retryMaxDelay, "claim-retry-max-delay", taskclaim.DefaultRetryMaxDelay, "Cap of the exponential backoff of failed claim reconciles (for example ending a record while Gitea is down).")
 	flag.StringVar(&o.crdDir, "crd-dir", "config/crd/bases", "CRD manifests installed into the embedded control plane.")

@@ -99,6 +99,38 @@ func DecideClaim(in ClaimInput) (Acquisition, Result) {
 		success(OutcomeValidated, in.Spec)
 }
 
+// PrecheckClaim decides, from the claim object and a fresh read of the per-target
+// Lease alone, whether the claim has already lost, before anything is read from Gitea.
+// It applies clause (a) and clause (d), which need no read at all, and then the Lease
+// half of clauses (b) and (c): a Lease held by another claim in force is a foreign
+// lock (lease_held_foreign, as the revalidation reports it), and a Lease that moved past
+// the pinned generation otherwise is a generation advance (claim_generation_advanced).
+// Either way another claim's compare-and-swap came first, and nothing a later read
+// could show changes that: a generation advance loses deterministically. Only
+// in.PinnedValue, in.Validated, in.Spec, in.ClaimID, in.Now and the Lease fields of
+// in.Fresh are read. It refuses nothing DecideClaim would let through, and each refusal
+// is the one DecideClaim gives for that Lease when nothing else moved; when it lets the
+// claim through, DecideClaim must still decide it on state read afresh.
+//
+// This is what keeps a contended target cheap: of many claims pinned on one free Lease,
+// those reconciled after the winner's swap are refused here, each at the cost of one
+// Lease read, instead of re-reading the target from Gitea first.
+func PrecheckClaim(in ClaimInput) (Result, bool) {
+	if id := clausePinRequired(in.PinnedValue, in.Validated); id != "" {
+		return loss(id, in.Spec), true
+	}
+	if id := clauseNoSubstitution(in.Spec, in.Validated); id != "" {
+		return loss(id, in.Spec), true
+	}
+	if foreignLeaseHolder(in.Fresh, in.ClaimID, in.Now) {
+		return loss(ruleLeaseHeldForeign, in.Spec), true
+	}
+	if _, _, id := clauseCompareAndSwap(in); id != "" {
+		return loss(id, in.Spec), true
+	}
+	return Result{}, false
+}
+
 // loss is clause (e): the single way a claim refusal is built. Class,
 // blocker and message come from the rule; the only target is the requested
 // one; contention is flagged normal; fresh inspection is required and retry

@@ -310,3 +310,62 @@ func TestRuleSetUnpublishedIsAFinalPolicyRefusal(t *testing.T) {
 		t.Fatalf("RuleSetUnpublished names %+v under %s", r.Target, r.RuleSetDigest)
 	}
 }
+
+// PrecheckClaim refuses from the Lease alone what DecideClaim would refuse for the same
+// clause, and lets everything else through to DecideClaim.
+func TestPrecheckClaim(t *testing.T) {
+	_, _, base := claimBase(t)
+	leaseOnly := func(in ClaimInput) ClaimInput {
+		// Only the claim object and the Lease are known before Gitea is read.
+		return ClaimInput{PinnedValue: in.PinnedValue, Validated: in.Validated, Spec: in.Spec, ClaimID: in.ClaimID, Now: in.Now,
+			Fresh: TargetState{LeaseGeneration: in.Fresh.LeaseGeneration, LeaseHolder: in.Fresh.LeaseHolder,
+				LeaseExpiresAt: in.Fresh.LeaseExpiresAt}}
+	}
+	tests := []struct {
+		name  string
+		mut   func(*ClaimInput)
+		pred  string // "" = let through
+		class Class
+	}{
+		{"baseline", func(*ClaimInput) {}, "", ""},
+		{"held by this claim after an advance", func(in *ClaimInput) {
+			in.Fresh.LeaseGeneration, in.Fresh.LeaseHolder = "201", in.ClaimID
+		}, "", ""},
+		{"held by another claim", func(in *ClaimInput) {
+			in.Fresh.LeaseGeneration, in.Fresh.LeaseHolder = "201", "other-claim"
+		}, "lease_held_foreign", ClassContention},
+		{"held by another claim until later", func(in *ClaimInput) {
+			in.Fresh.LeaseGeneration, in.Fresh.LeaseHolder, in.Fresh.LeaseExpiresAt = "201", "other-claim", in.Now.Add(time.Hour)
+		}, "lease_held_foreign", ClassContention},
+		{"held by another claim that lapsed", func(in *ClaimInput) {
+			in.Fresh.LeaseGeneration, in.Fresh.LeaseHolder, in.Fresh.LeaseExpiresAt = "201", "other-claim", in.Now.Add(-time.Second)
+		}, "claim_generation_advanced", ClassContention},
+		{"lock freed again after another claim", func(in *ClaimInput) { in.Fresh.LeaseGeneration = "202" },
+			"claim_generation_advanced", ClassContention},
+		{"lock deleted", func(in *ClaimInput) { in.Fresh.LeaseGeneration = "" }, "claim_generation_advanced", ClassContention},
+		{"no pin", func(in *ClaimInput) { in.PinnedValue = "" }, "pin_missing", ClassPolicy},
+		{"other pin", func(in *ClaimInput) { in.PinnedValue = "sha256:" + fxHead + fxHead[:24] }, "pin_mismatch", ClassStaleState},
+		{"substituted target", func(in *ClaimInput) { in.Spec.Number++ }, "target_substituted", ClassStaleState},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := base
+			tt.mut(&in)
+			r, lost := PrecheckClaim(leaseOnly(in))
+			if tt.pred == "" {
+				if lost {
+					t.Fatalf("refused %+v, want it let through", r)
+				}
+				return
+			}
+			if !lost {
+				t.Fatalf("let through, want %s", tt.pred)
+			}
+			assertLoss(t, r, in, tt.pred, tt.class)
+			// The full decision on the same claim refuses it for the same reason.
+			if _, full := DecideClaim(in); full.FailedPredicate != r.FailedPredicate {
+				t.Fatalf("DecideClaim refuses with %s, the precheck with %s", full.FailedPredicate, r.FailedPredicate)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -36,11 +37,27 @@ func lockLabels() map[string]string { return map[string]string{LockLabel: "true"
 // model: claim.pml step C3 (revalidate; the Lease must still be at the pinned generation)
 func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ctrl.Result, error) {
 	started := r.Clock.Now()
-	w, err := r.gather(ctx, tc)
+	target := apiconv.Target(tc.Spec.Target)
+	// The lock first: a claim whose Lease another claim already swapped has lost, and is
+	// refused on that one read instead of after a Gitea read (claim.PrecheckClaim). The
+	// same read is the lock's state for the full decision.
+	lock, err := r.readLock(ctx, tc)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	target := apiconv.Target(tc.Spec.Target)
+	pre := claim.ClaimInput{ClaimID: string(tc.UID), Spec: target, PinnedValue: tc.Spec.Pin,
+		Validated: apiconv.Validation(tc), Now: started}
+	if lock != nil {
+		pre.Fresh.LeaseGeneration, pre.Fresh.LeaseHolder, pre.Fresh.LeaseExpiresAt = lockState(lock)
+	}
+	if res, lost := claim.PrecheckClaim(pre); lost {
+		countContention(res)
+		return ctrl.Result{}, r.reject(ctx, tc, res)
+	}
+	w, err := r.gatherWith(ctx, tc, lock)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	acq, res := claim.DecideClaim(claim.ClaimInput{
 		Worker: w.worker, ClaimID: string(tc.UID), Spec: target, PinnedValue: tc.Spec.Pin,
 		Validated: apiconv.Validation(tc), Fresh: w.state, ControllerRepository: r.Repository,
@@ -193,14 +210,24 @@ func (r *Reconciler) readBack(ctx context.Context, tc *fleetv1alpha1.TaskClaim, 
 // activate audits and records the won claim. The record is published and proven: that
 // is the claim, whatever happens next, so it is audited now, with one "claimed" comment
 // (unless an earlier attempt already published and audited this very record and then
-// failed to write the status).
+// failed to write the status). The comment and the status write are independent, so
+// they go out together: the worker does not wait for the comment, and the comment is
+// posted exactly as before, once, whether or not the status write succeeds.
 func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, c *claim.Capability, res claim.Result, started time.Time, republished bool) error {
+	var audited sync.WaitGroup
 	if !republished {
-		r.audit(ctx, tc, claim.EventClaimed, string(c.Role))
-		claimTransitions.WithLabelValues(string(claim.EventClaimed), "").Inc()
+		// The audit reads the claim's identity and id; it gets its own copy, as the
+		// status write below changes tc.
+		snapshot := tc.DeepCopy()
+		audited.Go(func() {
+			r.audit(ctx, snapshot, claim.EventClaimed, string(c.Role))
+			claimTransitions.WithLabelValues(string(claim.EventClaimed), "").Inc()
+		})
 	}
 	markActive(tc, c, res)
-	if err := r.writeStatus(ctx, tc); err != nil {
+	err := r.writeStatus(ctx, tc)
+	audited.Wait()
+	if err != nil {
 		return err
 	}
 	claimResults.WithLabelValues(string(res.Outcome), "").Inc()
@@ -213,28 +240,37 @@ func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, 
 // yet, so every validation pins a real generation (a resourceVersion, never reused) and
 // no pin can ever mean "no lock". That is what makes deleting a lock safe: a pin of a
 // deleted lock's generation can match no later lock. Only targets in the controller's
-// repository get a lock; the others are refused anyway.
-func (r *Reconciler) ensureLock(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
+// repository get a lock; the others are refused anyway. It returns the lock as just read
+// from the API server, or as the API server answered its creation (looked is false for a
+// target outside the repository, whose lock it did not look at).
+func (r *Reconciler) ensureLock(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (lease *coordinationv1.Lease, looked bool, err error) {
 	if !strings.EqualFold(tc.Spec.Target.Repository, r.Repository) {
-		return nil
+		return nil, false, nil
 	}
 	key := client.ObjectKey{Namespace: tc.Namespace, Name: claim.LockName(apiconv.Target(tc.Spec.Target))}
-	err := r.APIReader.Get(ctx, key, &coordinationv1.Lease{})
+	cur := &coordinationv1.Lease{}
+	err = r.APIReader.Get(ctx, key, cur)
 	if !apierrors.IsNotFound(err) {
 		if err != nil {
-			return fmt.Errorf("reading claim lock: %w", err)
+			return nil, false, fmt.Errorf("reading claim lock: %w", err)
 		}
-		return nil
+		return cur, true, nil
 	}
 	now := metav1.NewMicroTime(r.Clock.Now())
-	lease := &coordinationv1.Lease{
+	lease = &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: lockLabels()},
 		Spec:       coordinationv1.LeaseSpec{RenewTime: &now, LeaseDurationSeconds: ptr.To(int32(r.TTL / time.Second))},
 	}
-	if err := r.Create(ctx, lease); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating claim lock %s: %w", key.Name, err)
+	switch err := r.Create(ctx, lease); {
+	case err == nil:
+		return lease, true, nil
+	case apierrors.IsAlreadyExists(err):
+		// Another validation created it a moment ago: read what it made.
+		lease, err := r.readLock(ctx, tc)
+		return lease, err == nil, err
+	default:
+		return nil, false, fmt.Errorf("creating claim lock %s: %w", key.Name, err)
 	}
-	return nil
 }
 
 // publishOptions are the options of the claim's guarded Gitea writes: the worker's

@@ -168,6 +168,7 @@ var _ = Describe("Claiming", func() {
 		t := issueTarget(newIssue("fence moves"))
 		before := fenceVersion(nsMain)
 		tc := w.claim(t)
+		waitPhase(tc, fleetv1alpha1.ClaimPhaseValidated)
 		Consistently(func() string { return fenceVersion(nsMain) }, time.Second).Should(Equal(before),
 			"validation alone takes no lock and must not move the fence")
 		w.pin(tc)

@@ -80,6 +80,10 @@ type Reconciler struct {
 	RetryBaseDelay, RetryMaxDelay time.Duration
 
 	rulesInit sync.Once
+	// reads shares Gitea reads of one target among the claims deciding on it at once,
+	// never handing out a read older than the request (freshReads).
+	reads     *freshReads
+	readsInit sync.Once
 }
 
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims,verbs=get;list;watch;update;patch;claim-for-any
@@ -140,10 +144,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // validate derives the role and pins the state, or refuses.
 // model: claim.pml step C1 (validate on fresh state)
 func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
-	if err := r.ensureLock(ctx, tc); err != nil {
+	lock, looked, err := r.ensureLock(ctx, tc)
+	if err != nil {
 		return err
 	}
-	w, err := r.gather(ctx, tc)
+	if !looked {
+		if lock, err = r.readLock(ctx, tc); err != nil {
+			return err
+		}
+	}
+	// The lock as ensureLock just read or created it is the lock's state for the decision.
+	w, err := r.gatherWith(ctx, tc, lock)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,48 +51,88 @@ type world struct {
 
 // gather reads the worker, the target in Gitea and the per-target lock, all fresh.
 func (r *Reconciler) gather(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (world, error) {
-	w := world{worker: claim.Worker{Name: tc.Spec.Worker}}
-	wr := &fleetv1alpha1.WorkerRegistration{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: tc.Spec.Worker}, wr)
-	switch {
-	case apierrors.IsNotFound(err):
-		// An unregistered worker: decided by the rules (authority), not an error.
-	case err != nil:
-		return w, fmt.Errorf("reading worker registration %s: %w", tc.Spec.Worker, err)
-	default:
-		w.worker = apiconv.Worker(wr)
+	lease, err := r.readLock(ctx, tc)
+	if err != nil {
+		return world{}, err
 	}
+	return r.gatherWith(ctx, tc, lease)
+}
 
-	target := apiconv.Target(tc.Spec.Target)
-	w.state, err = r.Gitea.ReadTarget(ctx, target)
-	switch {
-	case giteaclaim.Unreadable(err):
-		// The state read does not describe the requested target, or its claim record cannot
-		// be read: the rules refuse it as stale, and an active capability on it ends
-		// (ownership can no longer be shown). Retrying would keep such a capability alive.
-		w.state = claim.TargetState{}
-	case err != nil:
-		return w, fmt.Errorf("reading %s from Gitea: %w", target, err)
-	}
-
+// readLock reads the claim's per-target lock straight from the API server (nil when
+// there is none).
+func (r *Reconciler) readLock(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (*coordinationv1.Lease, error) {
 	lease := &coordinationv1.Lease{}
-	err = r.APIReader.Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: claim.LockName(target)}, lease)
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: claim.LockName(apiconv.Target(tc.Spec.Target))}, lease)
 	switch {
 	case apierrors.IsNotFound(err):
+		return nil, nil
 	case err != nil:
-		return w, fmt.Errorf("reading claim lock: %w", err)
-	default:
+		return nil, fmt.Errorf("reading claim lock: %w", err)
+	}
+	return lease, nil
+}
+
+// gatherWith reads the worker, the target in Gitea, the capability verdict and the
+// worker's other claims, all fresh, and takes lease as the lock's state (a read made in
+// this same reconcile, nil when there is none). The reads are independent of each
+// other, so they run at once: the worker's registration and its other claims (which
+// need the registration's identity), the target in Gitea, and the verdict.
+func (r *Reconciler) gatherWith(ctx context.Context, tc *fleetv1alpha1.TaskClaim, lease *coordinationv1.Lease) (world, error) {
+	w := world{worker: claim.Worker{Name: tc.Spec.Worker}}
+	target := apiconv.Target(tc.Spec.Target)
+	var g errgroup.Group
+	g.Go(func() error {
+		wr := &fleetv1alpha1.WorkerRegistration{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: tc.Spec.Worker}, wr)
+		switch {
+		case apierrors.IsNotFound(err):
+			// An unregistered worker: decided by the rules (authority), not an error.
+		case err != nil:
+			return fmt.Errorf("reading worker registration %s: %w", tc.Spec.Worker, err)
+		default:
+			w.worker = apiconv.Worker(wr)
+		}
+		others, err := r.otherClaims(ctx, tc, w.worker)
+		w.others = others
+		return err
+	})
+	g.Go(func() error {
+		st, err := r.targetReads().ReadTarget(ctx, target)
+		switch {
+		case giteaclaim.Unreadable(err):
+			// The state read does not describe the requested target, or its claim record
+			// cannot be read: the rules refuse it as stale, and an active capability on it
+			// ends (ownership can no longer be shown). Retrying would keep such a
+			// capability alive.
+			st = claim.TargetState{}
+		case err != nil:
+			return fmt.Errorf("reading %s from Gitea: %w", target, err)
+		}
+		w.state = st
+		return nil
+	})
+	g.Go(func() error {
+		v, err := r.Verdicts.Verdict(ctx, tc.Namespace, tc.Spec.Worker)
+		if err != nil {
+			return fmt.Errorf("resolving the worker's capability verdict: %w", err)
+		}
+		w.verdict = v
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return w, err
+	}
+	if lease != nil {
 		w.lease = lease
 		w.state.LeaseGeneration, w.state.LeaseHolder, w.state.LeaseExpiresAt = lockState(lease)
 	}
-
-	if w.verdict, err = r.Verdicts.Verdict(ctx, tc.Namespace, tc.Spec.Worker); err != nil {
-		return w, fmt.Errorf("resolving the worker's capability verdict: %w", err)
-	}
-	if w.others, err = r.otherClaims(ctx, tc, w.worker); err != nil {
-		return w, err
-	}
 	return w, nil
+}
+
+// targetReads is the reconciler's shared-read front of Gitea.ReadTarget (freshReads).
+func (r *Reconciler) targetReads() *freshReads {
+	r.readsInit.Do(func() { r.reads = newFreshReads(r.Gitea.ReadTarget) })
+	return r.reads
 }
 
 // otherClaims counts the claims, other than tc, that its worker or the worker's Gitea

@@ -48,9 +48,10 @@ const testHostID = "taskclaim-test-host"
 const (
 	claimTTL      = time.Hour
 	activeRecheck = time.Second
-	// reconcilers is the manager's MaxConcurrentReconciles: claims on one target are
-	// decided truly concurrently, so contention races the Lease and Gitea writes.
-	reconcilers = 4
+	// reconcilers is the manager's MaxConcurrentReconciles, the shipped default: claims
+	// on one target are decided truly concurrently, so contention races the Lease and
+	// Gitea writes.
+	reconcilers = taskclaim.DefaultConcurrency
 )
 
 var (
