@@ -146,7 +146,10 @@ func startManager(ctx context.Context, facts liveness.HostFacts, suffix string) 
 	plans := newPlanReconciler(mgr.GetClient(), mgr.GetAPIReader(), p)
 	plans.Host = retirement.Host{HostID: facts.HostID, BootID: facts.BootID, BootTime: facts.BootTime}
 	plans.Agent = agent
-	plans.Coordinator = elections.Coordinator
+	// No Coordinator: both managers may fan out and aggregate fleet plans, so specs can
+	// show that the answer does not depend on which one did. The single-writer rule of the
+	// coordinator Lease is shown by its own spec (fleetrobust_test.go) and by test/fleet,
+	// which runs the manager binary as shipped.
 	plans.Recorder = mgr.GetEventRecorder("retirementplan-controller")
 	notDirect := predicate.NewPredicateFuncs(func(o client.Object) bool { return !strings.HasPrefix(o.GetName(), "direct-") })
 	Expect(plans.SetupWithManagerNamed(mgr, "retirementplan"+suffix, notDirect)).To(Succeed())
