@@ -43,6 +43,11 @@ type Client struct {
 // Option configures a Client.
 type Option func(*Client)
 
+// DefaultRequestTimeout bounds each Gitea request of a client made without
+// WithHTTPClient: a Gitea that stops answering fails the request (and the reconcile
+// retries with backoff) instead of holding a worker of the controller forever.
+const DefaultRequestTimeout = 30 * time.Second
+
 // WithHTTPClient sets the HTTP client used for every request (SDK and plain).
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
@@ -83,7 +88,7 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	if token == "" {
 		return nil, fmt.Errorf("%w: gitea token is empty", ErrInvalidArgument)
 	}
-	c := &Client{baseURL: u.String(), token: token, http: http.DefaultClient, now: time.Now,
+	c := &Client{baseURL: u.String(), token: token, http: &http.Client{Timeout: DefaultRequestTimeout}, now: time.Now,
 		repos: &repoCache{entries: map[string]repoEntry{}}, repoTTL: DefaultRepositoryCacheTTL}
 	for _, o := range opts {
 		o(c)
