@@ -74,7 +74,14 @@ type ProcProber struct {
 	Facts HostFacts
 }
 
-var _ Prober = (*ProcProber)(nil)
+var _ BatchProber = (*ProcProber)(nil)
+
+// BatchProber is a Prober that can also probe many targets at once, giving the
+// answers Probe would give each of them.
+type BatchProber interface {
+	Prober
+	ProbeAll(ctx context.Context, targets []Target) []Result
+}
 
 // NewProcProber returns a ProcProber over root whose facts are read with
 // ReadHostFacts. It fails when ReadHostFacts fails; facts that are merely
@@ -95,6 +102,12 @@ func (p *ProcProber) Host() HostFacts { return p.Facts }
 // full decision table; in short, Gone needs the same host, a verified boot
 // and a free pid, and an occupied pid is never Gone.
 func (p *ProcProber) Probe(ctx context.Context, t Target) Result {
+	return p.probe(ctx, t, p.verifiedBoot, func() string { return procVisibility(p.Root) })
+}
+
+// probe is Probe with the boot check and the visibility proof supplied by the
+// caller (ProbeAll checks them once for a whole batch).
+func (p *ProcProber) probe(ctx context.Context, t Target, boot func() (string, string), visibility func() string) Result {
 	if t.PID <= 0 {
 		return unknown(nil, "pid %d is not a valid process id", t.PID)
 	}
@@ -110,16 +123,55 @@ func (p *ProcProber) Probe(ctx context.Context, t Target) Result {
 		return unknown(nil, "wrong host: target host %s, prober host %s", t.HostID, p.Facts.HostID)
 	}
 
-	hostBoot, bootNote := p.verifiedBoot()
+	hostBoot, bootNote := boot()
 
 	observed, state, err := readStat(p.Root, t.PID)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) {
-			return p.free(t, hostBoot, bootNote)
+			return p.free(t, hostBoot, bootNote, visibility)
 		}
 		return unknown(nil, "pid %d: cannot read process status: %v", t.PID, err)
 	}
 	return occupied(t, hostBoot, bootNote, observed, state)
+}
+
+// ProbeAll probes every target as Probe would, checking the host's boot id and
+// the visibility of its processes once for the whole batch instead of once per
+// target: before the first probe and again after the last. When either check
+// gives a different answer afterwards (a reboot, or /proc remounted with hidden
+// processes meanwhile), every target is probed again one by one, so no answer
+// rests on a fact that did not hold throughout. The answers equal Probe's.
+func (p *ProcProber) ProbeAll(ctx context.Context, targets []Target) []Result {
+	return p.probeAll(ctx, targets, nil)
+}
+
+// probeAll is ProbeAll; meanwhile, when set, runs between the batch and the checks after
+// it (a test seam for facts that change while a batch runs).
+func (p *ProcProber) probeAll(ctx context.Context, targets []Target, meanwhile func()) []Result {
+	bootID, bootNote := p.verifiedBoot()
+	var visible *string // computed at the first free pid, as Probe does
+	visibility := func() string {
+		if visible == nil {
+			v := procVisibility(p.Root)
+			visible = &v
+		}
+		return *visible
+	}
+	out := make([]Result, len(targets))
+	for i, t := range targets {
+		out[i] = p.probe(ctx, t, func() (string, string) { return bootID, bootNote }, visibility)
+	}
+	if meanwhile != nil {
+		meanwhile()
+	}
+	afterID, afterNote := p.verifiedBoot()
+	if afterID == bootID && afterNote == bootNote && (visible == nil || procVisibility(p.Root) == *visible) {
+		return out
+	}
+	for i, t := range targets {
+		out[i] = p.Probe(ctx, t)
+	}
+	return out
 }
 
 // verifiedBoot returns the prober's boot id when it is known and matches the
@@ -141,7 +193,7 @@ func (p *ProcProber) verifiedBoot() (bootID, note string) {
 // free decides for a pid number that no process appears to hold. It is
 // Gone only when the boot is verified and <Root>/proc is proven to show
 // every process (see procVisibility).
-func (p *ProcProber) free(t Target, hostBoot, bootNote string) Result {
+func (p *ProcProber) free(t Target, hostBoot, bootNote string, visibility func() string) Result {
 	switch {
 	case hostBoot == "":
 		return unknown(nil, "pid %d not found, but %s", t.PID, bootNote)
@@ -149,7 +201,7 @@ func (p *ProcProber) free(t Target, hostBoot, bootNote string) Result {
 		return unknown(nil, "pid %d not found, but target boot id is not recorded", t.PID)
 	}
 	// A pid missing from a tree that may hide processes proves nothing.
-	if why := procVisibility(p.Root); why != "" {
+	if why := visibility(); why != "" {
 		return unknown(nil, "pid %d not found, but process visibility is not proven: %s", t.PID, why)
 	}
 	switch {

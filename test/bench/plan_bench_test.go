@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,13 +16,20 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
+	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
+	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/managercache"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
@@ -30,6 +40,8 @@ const (
 	planRatioGoal = 1.5
 	// statusLimitBytes is the goal for any status object (etcd takes 1.5 MiB).
 	statusLimitBytes = 1 << 20
+	// registrationGoalBytes is the goal for the manager's memory per registration.
+	registrationGoalBytes = 2048
 )
 
 // planSizes are the registry sizes BenchmarkPlan measures: FLEET_BENCH_PLAN_ROWS (a
@@ -50,12 +62,109 @@ func planSizes(b *testing.B) []int {
 	return out
 }
 
-// BenchmarkPlan measures a dry-run plan end to end through the API server, the way the
-// controller makes it (read every registration and claim, probe each process, decide,
-// write the pages and the status), as a ratio against the same-run baseline: one bare
-// List of the same registrations. It also prints the size of the plan's status, of its
-// largest page, and the manager's peak heap growth per registration during the plan,
-// from which the node agent's memory limit is sized.
+// planManager is a manager wired as cmd/ wires the shipped one, for one namespace: the
+// shipped cache options (internal/managercache), this host's agent (it holds the host's
+// Lease), the RetirementPlan controller with the manager's client and API reader, and the
+// WorkerRegistration controller's informer and index. The WorkerRegistration controller
+// runs without an agent here, so it writes no row: the rows keep the status the bench
+// gave them, and the plan is all the manager does.
+type planManager struct {
+	mgr   ctrl.Manager
+	agent *hostagent.Agent
+	stop  context.CancelFunc
+	done  chan error
+}
+
+func startPlanManager(ctx context.Context, b *testing.B, ns, agentNS string, prober *liveness.ProcProber) *planManager {
+	b.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	if os.Getenv("FLEET_BENCH_PLAN_TRACE") != "" {
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return traceTransport{rt} })
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Cache:                  managercache.Options([]string{ns, agentNS}),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	agent := hostagent.NewHost(cs, agentNS, facts.HostID, hostagent.NewInstanceID(), hostagent.Timings{})
+	if err := mgr.Add(agent); err != nil {
+		b.Fatal(err)
+	}
+	if err := (&workerregistration.Reconciler{
+		Client: mgr.GetClient(), Prober: prober, Clock: clock.RealClock{}, Recorder: testenv.Discard,
+		AgentNamespace: agentNS,
+	}).SetupWithManagerNamed(mgr, "workerregistration-"+ns); err != nil {
+		b.Fatal(err)
+	}
+	if err := (&retirementplan.Reconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Prober: prober, Reprober: prober,
+		Host:       retirement.Host{HostID: facts.HostID, BootID: facts.BootID, BootTime: facts.BootTime},
+		Repository: benchRepo, Approvers: allowAll{},
+		Fence: workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clock.RealClock{}},
+		Clock: clock.RealClock{}, Recorder: testenv.Discard,
+		Agent: agent, AgentNamespace: agentNS,
+	}).SetupWithManagerNamed(mgr, "retirementplan-"+ns); err != nil {
+		b.Fatal(err)
+	}
+	mctx, stop := context.WithCancel(ctx)
+	pm := &planManager{mgr: mgr, agent: agent, stop: stop, done: make(chan error, 1)}
+	go func() { pm.done <- mgr.Start(mctx) }()
+	deadline := time.Now().Add(time.Minute)
+	for !agent.Held() || !mgr.GetCache().WaitForCacheSync(mctx) {
+		if time.Now().After(deadline) {
+			b.Fatal("the bench manager's agent does not hold its host's Lease")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return pm
+}
+
+func (pm *planManager) shutdown(b *testing.B) {
+	pm.stop()
+	if err := <-pm.done; err != nil {
+		b.Errorf("the bench manager: %v", err)
+	}
+}
+
+// cachedRows waits until the manager's cache holds n registrations of ns.
+func (pm *planManager) cachedRows(ctx context.Context, b *testing.B, ns string, n int) {
+	b.Helper()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var regs fleetv1alpha1.WorkerRegistrationList
+		if err := pm.mgr.GetCache().List(ctx, &regs, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+			b.Fatal(err)
+		}
+		if len(regs.Items) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the manager's cache holds %d registrations, want %d", len(regs.Items), n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// BenchmarkPlan measures a plan end to end through the API server, as the shipped manager
+// makes it: a RetirementPlan is created, and the manager's own controller (its watch,
+// fan-out to this host's plan, the reads straight from the API server, the probes, the
+// pages and the status writes) runs until the plan's status says planned. The same-run
+// baseline is one bare List of the same registrations. It also prints the size of every
+// status object (the fleet plan's and the host plan's) and of the largest page, the
+// manager's steady heap per cached registration (after GC, rows in the cache) and its peak
+// heap growth during the plan per row, from which the manager's memory is sized
+// (docs/architecture.md, "Memory").
+//
+// FLEET_BENCH_PLAN_PROFILE=<dir> writes CPU and allocation profiles of this process
+// during the plans to <dir>.
 func BenchmarkPlan(b *testing.B) {
 	for _, rows := range planSizes(b) {
 		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
@@ -64,15 +173,18 @@ func BenchmarkPlan(b *testing.B) {
 			ctx := context.Background()
 			prober := &liveness.ProcProber{Facts: facts}
 			ns := newNamespace(ctx, b, "bench-plan")
-			createEligibleRows(ctx, b, c, ns, rows, exitedProcesses(b, prober, deadPIDs))
-			r := &retirementplan.Reconciler{
-				Client: c, APIReader: c, Prober: prober, Reprober: prober,
-				Host:       retirement.Host{HostID: facts.HostID, BootID: facts.BootID, BootTime: facts.BootTime},
-				Repository: benchRepo, Approvers: allowAll{},
-				Fence: workflowfence.Fence{Client: c, Reader: c, Clock: clock.RealClock{}},
-				Clock: clock.RealClock{}, Recorder: testenv.Discard,
-			}
+			agentNS := testenv.Uniq("bench-agents")
+			dead := exitedProcesses(b, prober, deadPIDs)
 
+			pm := startPlanManager(ctx, b, ns, agentNS, prober)
+			defer pm.shutdown(b)
+			idle := heapAfterGC()
+			createEligibleRows(ctx, b, c, ns, rows, dead)
+			pm.cachedRows(ctx, b, ns, rows)
+			cached := heapAfterGC()
+			perRegistration := float64(int64(cached)-int64(idle)) / float64(rows)
+
+			profile := startProfile(b)
 			var bare, plan time.Duration
 			var statusBytes, pageBytes, pages int
 			var peak uint64
@@ -92,51 +204,38 @@ func BenchmarkPlan(b *testing.B) {
 					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%d", i), Namespace: ns},
 					Spec:       fleetv1alpha1.RetirementPlanSpec{Remote: "origin", CanonicalRepository: benchRepo},
 				}
-				if err := c.Create(ctx, p); err != nil {
+				w, err := c.Watch(ctx, &fleetv1alpha1.RetirementPlanList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": p.Name})
+				if err != nil {
 					b.Fatal(err)
 				}
 				base := heapAfterGC()
 				stop := sampleHeap(&peak, base)
-				start = time.Now()
 				b.StartTimer()
-				_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
-				b.StopTimer()
+				start = time.Now()
+				if err := c.Create(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+				planned := waitPlanned(b, w, p.Name)
 				plan += time.Since(start)
+				b.StopTimer()
+				w.Stop()
 				stop()
-				if err != nil {
-					b.Fatalf("planning: %v", err)
-				}
-				if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-					b.Fatal(err)
-				}
-				if p.Status.Outcome != retirement.OutcomePlanned || int(p.Status.CandidateCount) != rows {
+				if planned.Status.Outcome != retirement.OutcomePlanned || int(planned.Status.CandidateCount) != rows {
 					b.Fatalf("plan: outcome %q with %d candidates, want planned with %d (preserved %v)",
-						p.Status.Outcome, p.Status.CandidateCount, rows, p.Status.PreservedReasonCounts)
+						planned.Status.Outcome, planned.Status.CandidateCount, rows, planned.Status.PreservedReasonCounts)
 				}
-				raw, _ := json.Marshal(p.Status)
-				statusBytes = len(raw)
-				var pl fleetv1alpha1.RetirementPlanPageList
-				if err := c.List(ctx, &pl, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.PlanLabel: p.Name}); err != nil {
-					b.Fatal(err)
-				}
-				pages, pageBytes = len(pl.Items), 0
-				held := 0
-				for j := range pl.Items {
-					raw, _ := json.Marshal(&pl.Items[j])
-					pageBytes = max(pageBytes, len(raw))
-					held += len(pl.Items[j].Rows)
-				}
-				if held != rows {
-					b.Fatalf("the pages hold %d rows, want %d", held, rows)
-				}
+				statusBytes = statusSizes(ctx, b, c, ns)
+				pages, pageBytes = pageSizes(ctx, b, c, ns, p.Name, rows)
 			}
+			profile()
 			ratio := float64(plan) / float64(bare)
 			heapPerRow := float64(peak) / float64(rows)
 			b.ReportMetric(float64(plan.Nanoseconds())/float64(b.N), "plan-ns")
 			b.ReportMetric(float64(bare.Nanoseconds())/float64(b.N), "bare-list-ns")
 			b.ReportMetric(ratio, "plan/bare")
-			b.ReportMetric(float64(statusBytes), "status-B")
+			b.ReportMetric(float64(statusBytes), "max-status-B")
 			b.ReportMetric(float64(pageBytes), "max-page-B")
+			b.ReportMetric(perRegistration, "heap-B/registration")
 			b.ReportMetric(heapPerRow, "peak-heap-B/row")
 			verdict := func(ok bool) string {
 				if ok {
@@ -144,10 +243,156 @@ func BenchmarkPlan(b *testing.B) {
 				}
 				return "ABOVE"
 			}
-			fmt.Printf("bench plan: %d rows: plan %v, bare List %v, ratio %.2fx (%s the %.1fx goal); status %d B, %d pages, largest %d B (%s the %d B goal); peak heap growth %.0f B/row\n",
+			fmt.Printf("bench plan: %d rows: plan %v, bare List %v, ratio %.2fx (%s the %.1fx goal); largest status %d B, %d pages, largest page %d B (%s the %d B limit)\n",
 				rows, plan/time.Duration(b.N), bare/time.Duration(b.N), ratio, verdict(ratio <= planRatioGoal), planRatioGoal,
-				statusBytes, pages, pageBytes, verdict(statusBytes <= statusLimitBytes && pageBytes <= statusLimitBytes), statusLimitBytes, heapPerRow)
+				statusBytes, pages, pageBytes, verdict(statusBytes < statusLimitBytes && pageBytes < statusLimitBytes), statusLimitBytes)
+			fmt.Printf("bench plan: %d rows: manager heap %.0f B per cached registration (steady, after GC; %s the %d B goal), peak heap growth during the plan %.0f B/row (%.0f MiB)\n",
+				rows, perRegistration, verdict(perRegistration <= registrationGoalBytes), registrationGoalBytes, heapPerRow, float64(peak)/(1<<20))
 		})
+	}
+}
+
+// traceTransport prints each request the manager makes, with its duration and size.
+type traceTransport struct{ base http.RoundTripper }
+
+func (t traceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.base.RoundTrip(req)
+	if req.URL.Query().Get("watch") != "true" {
+		n := int64(-1)
+		if resp != nil {
+			n = resp.ContentLength
+		}
+		fmt.Fprintf(os.Stderr, "trace %s %s %s %v req=%d resp=%d\n", start.Format("15:04:05.000"), req.Method, req.URL.Path, time.Since(start), req.ContentLength, n)
+	}
+	return resp, err
+}
+
+// waitPlanned follows the watch until plan name's status says planned (or failed), and
+// returns it.
+func waitPlanned(b *testing.B, w watch.Interface, name string) *fleetv1alpha1.RetirementPlan {
+	b.Helper()
+	timeout := time.After(30 * time.Minute)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				b.Fatal("the watch of the plans ended")
+			}
+			p, isPlan := ev.Object.(*fleetv1alpha1.RetirementPlan)
+			if !isPlan || p.Name != name || p.Status.Outcome == "" {
+				continue
+			}
+			return p
+		case <-timeout:
+			b.Fatalf("plan %s was not planned within 30 minutes", name)
+		}
+	}
+}
+
+// statusSizes returns the JSON size of the largest RetirementPlan status in ns (the fleet
+// plan's and its host plans'), and fails when one reaches statusLimitBytes.
+func statusSizes(ctx context.Context, b *testing.B, c client.Client, ns string) int {
+	b.Helper()
+	var plans fleetv1alpha1.RetirementPlanList
+	if err := c.List(ctx, &plans, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	largest := 0
+	for i := range plans.Items {
+		raw, err := json.Marshal(plans.Items[i].Status)
+		if err != nil {
+			b.Fatal(err)
+		}
+		largest = max(largest, len(raw))
+		if len(raw) >= statusLimitBytes {
+			b.Errorf("the status of %s is %d B, at or above %d B", plans.Items[i].Name, len(raw), statusLimitBytes)
+		}
+	}
+	return largest
+}
+
+// pageSizes lists every page of fleet plan name (its host plans' and its own), checks
+// they hold every row once, and returns how many there are and the largest's JSON size.
+func pageSizes(ctx context.Context, b *testing.B, c client.Client, ns, name string, rows int) (pages, largest int) {
+	b.Helper()
+	var pl fleetv1alpha1.RetirementPlanPageList
+	if err := c.List(ctx, &pl, client.InNamespace(ns), client.MatchingLabels{retirementplan.LabelFleetPlan: name}); err != nil {
+		b.Fatal(err)
+	}
+	held := 0
+	seen := map[string]bool{}
+	for j := range pl.Items {
+		raw, err := json.Marshal(&pl.Items[j])
+		if err != nil {
+			b.Fatal(err)
+		}
+		largest = max(largest, len(raw))
+		if len(raw) >= statusLimitBytes {
+			b.Errorf("page %s is %d B, at or above %d B", pl.Items[j].Name, len(raw), statusLimitBytes)
+		}
+		for _, r := range pl.Items[j].Rows {
+			if seen[r.WorkerIdentity] {
+				b.Fatalf("row %s is on two pages", r.WorkerIdentity)
+			}
+			seen[r.WorkerIdentity] = true
+		}
+		held += len(pl.Items[j].Rows)
+	}
+	if held != rows {
+		b.Fatalf("the pages hold %d rows, want %d", held, rows)
+	}
+	return len(pl.Items), largest
+}
+
+// startProfile starts a CPU profile when FLEET_BENCH_PLAN_PROFILE names a folder; the
+// returned func stops it and writes an allocation profile next to it.
+func startProfile(b *testing.B) func() {
+	dir := os.Getenv("FLEET_BENCH_PLAN_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	cpu, err := os.Create(filepath.Join(dir, "plan-cpu.pprof"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		b.Fatal(err)
+	}
+	// The API server's own CPU profile over the same time (its /debug/pprof).
+	seconds := os.Getenv("FLEET_BENCH_PLAN_PROFILE_SECONDS")
+	if seconds == "" {
+		seconds = "20"
+	}
+	server := make(chan struct{})
+	go func() {
+		defer close(server)
+		cs, err := kubernetes.NewForConfig(env.Config)
+		if err != nil {
+			return
+		}
+		raw, err := cs.RESTClient().Get().AbsPath("/debug/pprof/profile").Param("seconds", seconds).Timeout(10 * time.Minute).DoRaw(context.Background())
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "the API server's profile: %v\n", err)
+			return
+		}
+		_ = os.WriteFile(filepath.Join(dir, "apiserver-cpu.pprof"), raw, 0o644)
+	}()
+	return func() {
+		<-server
+		pprof.StopCPUProfile()
+		_ = cpu.Close()
+		f, err := os.Create(filepath.Join(dir, "plan-allocs.pprof"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer func() { _ = f.Close() }()
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

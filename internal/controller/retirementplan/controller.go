@@ -147,7 +147,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		if err := r.APIReader.Get(ctx, req.NamespacedName, plan); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		res, err := r.reconcileFleet(ctx, plan)
+		// gather.go: this attempt's fan-out read serves its local host plans' dry runs.
+		res, err := r.reconcileFleet(withFanoutRead(ctx), plan)
 		if !apierrors.IsConflict(err) || attempt == maxFleetAttempts {
 			return res, err
 		}
@@ -165,6 +166,10 @@ func (r *Reconciler) plan(ctx context.Context, plan *fleetv1alpha1.RetirementPla
 	if err != nil {
 		return err
 	}
+	// The snapshot is the last use of the registrations read: they are let go before the
+	// pages are written, the plan's largest allocations.
+	snapshot := r.snapshotOf(plan.Namespace, fresh.items)
+	fresh.items = nil
 	pages, err := r.writePages(ctx, plan, fresh.plan)
 	if err != nil {
 		return err
@@ -174,7 +179,7 @@ func (r *Reconciler) plan(ctx context.Context, plan *fleetv1alpha1.RetirementPla
 	if plan.Spec.HostID != "" {
 		markHostPlan(plan)
 	}
-	plan.Status.Snapshot = r.snapshotOf(plan.Namespace, fresh.items)
+	plan.Status.Snapshot = snapshot
 	if err := r.Status().Update(ctx, plan); err != nil { // guarded by the resourceVersion read above
 		return fmt.Errorf("writing plan status: %w", err)
 	}

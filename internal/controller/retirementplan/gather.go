@@ -3,6 +3,7 @@ package retirementplan
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -27,10 +28,19 @@ type world struct {
 // the plan from them. A host plan (spec.hostID) is built over every row of the namespace,
 // so conflicts across hosts still count and the registry fingerprint stays the
 // namespace's, and then narrowed to the rows of its host (retirement.ForHost).
+//
+// A dry run made in the reconcile that just fanned its fleet plan out (runLocalHostPlans)
+// plans from the registrations the fan-out read from the API server moments before,
+// instead of listing them again: one authoritative read serves both, so the fleet plan's
+// registry fingerprint and its host plans' verdicts rest on the same snapshot. An apply
+// always reads afresh.
 func (r *Reconciler) assess(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (world, error) {
+	var err error
 	regs := &fleetv1alpha1.WorkerRegistrationList{}
-	if err := r.APIReader.List(ctx, regs, client.InNamespace(plan.Namespace)); err != nil {
-		return world{}, fmt.Errorf("listing worker registrations: %w", err)
+	if items, ok := takeFanoutRead(ctx, plan); ok {
+		regs.Items = items
+	} else if regs.Items, err = r.listRegistrations(ctx, plan.Namespace); err != nil {
+		return world{}, err
 	}
 	claims := &fleetv1alpha1.TaskClaimList{}
 	if err := r.APIReader.List(ctx, claims, client.InNamespace(plan.Namespace)); err != nil {
@@ -52,18 +62,32 @@ func (r *Reconciler) assess(ctx context.Context, plan *fleetv1alpha1.RetirementP
 }
 
 // probeAll probes every Active row (of hostID only, when set); without a prober every
-// row stays unknown.
+// row stays unknown. A prober that probes in batches (liveness.BatchProber) checks the
+// host's boot and process visibility once for all the rows instead of once per row.
 func (r *Reconciler) probeAll(ctx context.Context, items []fleetv1alpha1.WorkerRegistration, hostID string) map[string]retirement.Probe {
 	out := make(map[string]retirement.Probe, len(items))
 	if r.Prober == nil {
 		return out
 	}
+	var names []string
+	var targets []liveness.Target
 	for i := range items {
 		wr := &items[i]
 		if wr.Status.Phase == fleetv1alpha1.PhaseRetired || (hostID != "" && wr.Spec.Process.HostID != hostID) {
 			continue
 		}
-		out[wr.Name] = probe(ctx, r.Prober, wr)
+		names = append(names, wr.Name)
+		targets = append(targets, apiconv.ProbeTarget(wr))
+	}
+	batch, ok := r.Prober.(liveness.BatchProber)
+	if !ok {
+		for i, t := range targets {
+			out[names[i]] = apiconv.Probe(r.Prober.Probe(ctx, t))
+		}
+		return out
+	}
+	for i, res := range batch.ProbeAll(ctx, targets) {
+		out[names[i]] = apiconv.Probe(res)
 	}
 	return out
 }
@@ -74,11 +98,40 @@ func probe(ctx context.Context, p liveness.Prober, wr *fleetv1alpha1.WorkerRegis
 
 // snapshot reports the fleet as it is now (nil when the registrations cannot be read).
 func (r *Reconciler) snapshot(ctx context.Context, namespace string) *fleetv1alpha1.PostApply {
-	regs := &fleetv1alpha1.WorkerRegistrationList{}
-	if err := r.APIReader.List(ctx, regs, client.InNamespace(namespace)); err != nil {
+	items, err := r.listRegistrations(ctx, namespace)
+	if err != nil {
 		return nil
 	}
-	return r.snapshotOf(namespace, regs.Items)
+	return r.snapshotOf(namespace, items)
+}
+
+// listChunk is how many registrations one List request of listRegistrations asks for.
+const listChunk = 2000
+
+// listRegistrations reads every registration of namespace straight from the API server,
+// in chunks of listChunk: the continue token keeps every chunk on the resourceVersion of
+// the first, so the result is the same consistent snapshot one List would give, without
+// the manager ever holding the whole namespace's response body at once. The rows'
+// managedFields are dropped as they arrive, as the manager's cache drops them.
+func (r *Reconciler) listRegistrations(ctx context.Context, namespace string) ([]fleetv1alpha1.WorkerRegistration, error) {
+	var items []fleetv1alpha1.WorkerRegistration
+	chunk := &fleetv1alpha1.WorkerRegistrationList{}
+	for {
+		if err := r.APIReader.List(ctx, chunk, client.InNamespace(namespace), client.Limit(listChunk), client.Continue(chunk.Continue)); err != nil {
+			return nil, fmt.Errorf("listing worker registrations: %w", err)
+		}
+		for i := range chunk.Items {
+			chunk.Items[i].ManagedFields = nil // read by nothing here, and a large part of each row
+		}
+		if items == nil && chunk.Continue == "" {
+			return chunk.Items, nil // one chunk held them all
+		}
+		items = append(items, chunk.Items...)
+		if chunk.Continue == "" {
+			return items, nil
+		}
+		chunk.Items = nil
+	}
 }
 
 // snapshotOf summarises registrations already read, and publishes the figures as the
@@ -97,15 +150,58 @@ type fanoutReads struct {
 }
 
 func (r *Reconciler) readFanout(ctx context.Context, namespace string) (fanoutReads, error) {
-	regs := &fleetv1alpha1.WorkerRegistrationList{}
-	if err := r.APIReader.List(ctx, regs, client.InNamespace(namespace)); err != nil {
-		return fanoutReads{}, fmt.Errorf("listing worker registrations: %w", err)
+	items, err := r.listRegistrations(ctx, namespace)
+	if err != nil {
+		return fanoutReads{}, err
 	}
 	hosts, err := hostagent.ListHosts(ctx, r.APIReader, r.AgentNamespace, r.Clock.Now())
 	if err != nil {
 		return fanoutReads{}, err
 	}
-	return fanoutReads{items: regs.Items, hosts: hosts}, nil
+	shareFanoutRead(ctx, namespace, items)
+	return fanoutReads{items: items, hosts: hosts}, nil
+}
+
+// fanoutReadKey keys, in a reconcile's context, the registrations its fan-out read.
+type fanoutReadKey struct{}
+
+// fanoutRead holds them until the first dry run of a host plan of that namespace in the
+// same reconcile takes them.
+type fanoutRead struct {
+	mu        sync.Mutex
+	namespace string
+	items     []fleetv1alpha1.WorkerRegistration
+	ok        bool
+}
+
+// withFanoutRead gives a reconcile a place for its fan-out's read.
+func withFanoutRead(ctx context.Context) context.Context {
+	return context.WithValue(ctx, fanoutReadKey{}, &fanoutRead{})
+}
+
+func shareFanoutRead(ctx context.Context, namespace string, items []fleetv1alpha1.WorkerRegistration) {
+	if h, ok := ctx.Value(fanoutReadKey{}).(*fanoutRead); ok {
+		h.mu.Lock()
+		h.namespace, h.items, h.ok = namespace, items, true
+		h.mu.Unlock()
+	}
+}
+
+// takeFanoutRead hands the fan-out's read to the dry run of a host plan not planned yet,
+// once; an apply, or any later read, lists afresh.
+func takeFanoutRead(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) ([]fleetv1alpha1.WorkerRegistration, bool) {
+	h, ok := ctx.Value(fanoutReadKey{}).(*fanoutRead)
+	if !ok || plan.Spec.HostID == "" || plan.Status.Outcome != "" {
+		return nil, false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.ok || h.namespace != plan.Namespace {
+		return nil, false
+	}
+	items := h.items
+	h.items, h.ok = nil, false
+	return items, true
 }
 
 // hostPlans lists a fleet plan's host plans straight from the API server, by host id.

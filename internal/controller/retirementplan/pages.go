@@ -104,13 +104,16 @@ func (r *Reconciler) writePages(ctx context.Context, plan *fleetv1alpha1.Retirem
 	if err := writes.Wait(); err != nil {
 		return nil, err
 	}
-	var existing fleetv1alpha1.RetirementPlanPageList
-	if err := r.APIReader.List(ctx, &existing, client.InNamespace(plan.Namespace), client.MatchingLabels{fleetv1alpha1.PlanLabel: planLabelValue(plan.Name)}); err != nil {
+	// Which pages exist is all this needs: their metadata, not their rows.
+	existing := &metav1.PartialObjectMetadataList{}
+	existing.SetGroupVersionKind(fleetv1alpha1.GroupVersion.WithKind("RetirementPlanPageList"))
+	if err := r.APIReader.List(ctx, existing, client.InNamespace(plan.Namespace), client.MatchingLabels{fleetv1alpha1.PlanLabel: planLabelValue(plan.Name)}); err != nil {
 		return nil, fmt.Errorf("listing the plan's pages: %w", err)
 	}
 	for i := range existing.Items {
 		if old := &existing.Items[i]; !want[old.Name] && metav1.IsControlledBy(old, plan) {
-			if err := r.Delete(ctx, old); client.IgnoreNotFound(err) != nil {
+			stale := &fleetv1alpha1.RetirementPlanPage{ObjectMeta: metav1.ObjectMeta{Name: old.Name, Namespace: old.Namespace}}
+			if err := r.Delete(ctx, stale, client.Preconditions{UID: &old.UID}); client.IgnoreNotFound(err) != nil {
 				return nil, fmt.Errorf("deleting stale page %s: %w", old.Name, err)
 			}
 		}
