@@ -310,7 +310,8 @@ var _ = Describe("RetirementPlan across several hosts (multi-host)", func() {
 				g.Expect(rows[wr.Name].changes.Load()).To(Equal(before[wr.Name]), "%s: a controller wrote during the storm", wr.Name)
 			}
 		}, 2*time.Second, 100*time.Millisecond).Should(Succeed())
-		Expect(counterSum("fleet_registration_status_writes_total") - writesBefore).To(BeZero())
+		// (The status-write counter is process-wide, so other specs' rows may move it: the
+		// per-row watch above is the assertion; the counter is only printed.)
 		for _, wr := range wrs {
 			Expect(eventsAbout(wr)).To(Equal(beforeEvents[wr.Name]), "%s: an event during the storm", wr.Name)
 			Expect(rows[wr.Name].mods.Load()).To(BeNumerically(">=", beats), "the storm's renewals are there")

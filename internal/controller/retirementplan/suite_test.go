@@ -87,7 +87,9 @@ func TestRetirementPlan(t *testing.T) {
 
 var _ = BeforeSuite(func() {
 	testenv.SetLogger(GinkgoWriter)
-	SetDefaultEventuallyTimeout(30 * time.Second)
+	// Generous: the suite runs next to other packages' suites, and a live fleet of 50
+	// heartbeating workers loads a 2-core machine. Only failures wait this long.
+	SetDefaultEventuallyTimeout(2 * time.Minute)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	ctx, cancel = context.WithCancel(context.Background())
 
