@@ -419,11 +419,14 @@ end:	/* a valid end state: in the safety runs a worker that no longer can act wa
 	}
 }
 
-/* Time, garbage collection and other Gitea users. In the liveness run each may stop for
- * good (break), so no expiry is ever forced by fairness; in the safety runs the stop is
- * left out, as the worker's "never" is (an environment that may still act reaches every
- * state a stopped one reaches). */
-proctype Env() {
+/* Time, the garbage collector and other Gitea users: three processes. */
+
+/* Time: a record's expiresAt passes, or a holder's Lease lapses, at most TIMEEV times. In
+ * the liveness run time may stop for good (the budget is marked spent without an event),
+ * so no expiry or lapse is ever forced by fairness; in the safety runs the stop is left
+ * out, as the worker's "never" is (a clock that may still fire reaches every state a
+ * stopped one reaches). */
+proctype Clock() {
 end:	/* a valid end state: nothing left to happen */
 	do
 #ifndef NO_TIME
@@ -435,19 +438,32 @@ end:	/* a valid end state: nothing left to happen */
 	:: atomic { clock < TIMEEV && lexists[0] && lholder[0] != 0 && !llapsed[0] -> llapsed[0] = true; clock++ }
 	:: atomic { clock < TIMEEV && lexists[1] && lholder[1] != 0 && !llapsed[1] -> llapsed[1] = true; clock++ }
 #endif
-	/* the garbage collector removes a Lease whose owner is gone */
-	:: atomic { lexists[0] && lowner[0] != 0 && !exists[lowner[0]-1] -> GC(0) }
-	:: atomic { lexists[1] && lowner[1] != 0 && !exists[lowner[1]-1] -> GC(1) }
-#ifndef NO_OUTSIDER
-	/* another Gitea client writes the body without content_version (a stale copy) */
-	:: atomic { outside < 1 && rclaim[0] != 0 -> OUTSIDE(0) }
-	:: atomic { outside < 1 && rclaim[1] != 0 -> OUTSIDE(1) }
-#endif
 #ifdef LIVE
-	:: break
+	:: atomic { clock < TIMEEV -> clock = TIMEEV }   /* time stops for good: the budget goes unspent */
 #endif
 	od
 }
+
+/* The garbage collector removes a Lease whose owner is gone. It is a controller of the
+ * API server: in the liveness run weak fairness makes it do so eventually (assumption). */
+proctype Gc() {
+end:	/* a valid end state: nothing to collect */
+	do
+	:: atomic { lexists[0] && lowner[0] != 0 && !exists[lowner[0]-1] -> GC(0) }
+	:: atomic { lexists[1] && lowner[1] != 0 && !exists[lowner[1]-1] -> GC(1) }
+	od
+}
+
+#ifndef NO_OUTSIDER
+/* Another Gitea client writes the body without content_version (a stale copy), once. */
+proctype Outsider() {
+end:	/* a valid end state: it never writes, or has written */
+	do
+	:: atomic { outside < 1 && rclaim[0] != 0 -> OUTSIDE(0) }
+	:: atomic { outside < 1 && rclaim[1] != 0 -> OUTSIDE(1) }
+	od
+}
+#endif
 
 /* Claims and targets are symmetric: claims 0 and 1 contend for target 0; claim 2 takes
  * target TGT2 (1 by default: "3 workers, 2 targets"; 0: all three contend for one).
@@ -467,6 +483,9 @@ init {
 		exists[2] = true;
 		run Rec(2); run Worker(2);
 #endif
-		run Env()
+		run Clock(); run Gc()
+#ifndef NO_OUTSIDER
+		; run Outsider()
+#endif
 	}
 }
