@@ -68,8 +68,8 @@ run_case() {
 		fi
 		# shellcheck disable=SC2086
 		gcc $cflags -o pan pan.c >gcc.log 2>&1 || { echo "gcc failed"; cat gcc.log; exit 2; }
-		# shellcheck disable=SC2086
 		rc=0
+		# shellcheck disable=SC2086
 		timeout "$case_timeout" ./pan $pflags >pan.log 2>&1 || rc=$?
 		echo "$rc" >pan.rc
 	) >"$dir/run.log" 2>&1
