@@ -104,9 +104,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	switch step {
 	case claim.StepFinish:
 		// final, but its record or lock may still be held: end them before the finalizer goes.
+		// model: claim.pml "final" (StepFinish: E2-E4)
 		return ctrl.Result{}, r.finish(ctx, tc)
 	case claim.StepNone:
 		// final: a refused or ended claim is never retried; only its finalizer may remain.
+		// model: claim.pml step E4 (StepNone: only the finalizer is left)
 		return ctrl.Result{}, r.dropFinalizer(ctx, tc)
 	}
 	if tc.DeletionTimestamp != nil {

@@ -49,7 +49,7 @@ func (r *Reconciler) end(ctx context.Context, tc *fleetv1alpha1.TaskClaim, trigg
 // reject records a typed, final refusal. It is never retried. A refusal is a Kubernetes
 // Event and a metric, never a Gitea comment: only a claim whose record reached Gitea
 // leaves a trace there (finish audits the end of that record).
-// model: claim.pml step R1 (final refusal; never written again)
+// model: claim.pml step R1 (final refusal; only a claim holding the finalizer is written again, by finish: E2-E4)
 func (r *Reconciler) reject(ctx context.Context, tc *fleetv1alpha1.TaskClaim, res claim.Result) error {
 	markRejected(tc, res)
 	holds := controllerutil.ContainsFinalizer(tc, Finalizer)
@@ -101,6 +101,7 @@ func (r *Reconciler) finish(ctx context.Context, tc *fleetv1alpha1.TaskClaim) er
 	if err := r.releaseLease(ctx, tc, lockOf(tc)); err != nil {
 		return err
 	}
+	// model: claim.pml step E4 (RecordCleared, then drop the finalizer)
 	setCondition(tc, fleetv1alpha1.RecordClearedCondition, true, fleetv1alpha1.ReasonCleared,
 		"The claim's Gitea record is ended and its lock is free")
 	if err := r.writeStatus(ctx, tc); err != nil {
@@ -112,7 +113,6 @@ func (r *Reconciler) finish(ctx context.Context, tc *fleetv1alpha1.TaskClaim) er
 		r.auditEnding(ctx, tc, ending)
 		claimTransitions.WithLabelValues(string(ending.Event), string(ending.Trigger)).Inc()
 	}
-	// model: claim.pml step E4 (drop the finalizer)
 	return r.dropFinalizer(ctx, tc)
 }
 
