@@ -25,7 +25,6 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
@@ -298,7 +297,7 @@ func BenchmarkApply(b *testing.B) {
 			if err := c.Update(ctx, planned); err != nil {
 				b.Fatalf("approving the plan: %v", err)
 			}
-			applied := waitOutcomeOtherThan(b, w, plan.Name, retirement.OutcomePlanned)
+			applied := waitOutcome(b, w, plan.Name, func(o string) bool { return o != retirement.OutcomePlanned })
 			b.StopTimer()
 			timed += time.Since(start)
 			w.Stop()
@@ -314,28 +313,6 @@ func BenchmarkApply(b *testing.B) {
 		applyNsPerRow = float64(timed.Nanoseconds()) / rows
 		b.ReportMetric(applyNsPerRow, "ns/row")
 	})
-}
-
-// waitOutcomeOtherThan follows the watch until plan name's status has an outcome other
-// than not (a fleet plan reports once every host plan has), and returns it.
-func waitOutcomeOtherThan(b *testing.B, w watch.Interface, name, not string) *fleetv1alpha1.RetirementPlan {
-	b.Helper()
-	timeout := time.After(10 * time.Minute)
-	for {
-		select {
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				b.Fatal("the watch of the plans ended")
-			}
-			p, isPlan := ev.Object.(*fleetv1alpha1.RetirementPlan)
-			if !isPlan || p.Name != name || p.Status.Outcome == "" || p.Status.Outcome == not {
-				continue
-			}
-			return p
-		case <-timeout:
-			b.Fatalf("plan %s still %s after 10 minutes", name, not)
-		}
-	}
 }
 
 // BenchmarkBareUpdateLoop is the baseline: the same 1,000 rows in a fresh namespace,

@@ -268,9 +268,16 @@ func (t traceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// waitPlanned follows the watch until plan name's status says planned (or failed), and
-// returns it.
+// waitPlanned follows the watch until plan name's status has an outcome (planned, or a
+// failure), and returns it.
 func waitPlanned(b *testing.B, w watch.Interface, name string) *fleetv1alpha1.RetirementPlan {
+	b.Helper()
+	return waitOutcome(b, w, name, func(string) bool { return true })
+}
+
+// waitOutcome follows the watch until plan name's status has an outcome that done
+// accepts, and returns it.
+func waitOutcome(b *testing.B, w watch.Interface, name string, done func(outcome string) bool) *fleetv1alpha1.RetirementPlan {
 	b.Helper()
 	timeout := time.After(30 * time.Minute)
 	for {
@@ -280,12 +287,12 @@ func waitPlanned(b *testing.B, w watch.Interface, name string) *fleetv1alpha1.Re
 				b.Fatal("the watch of the plans ended")
 			}
 			p, isPlan := ev.Object.(*fleetv1alpha1.RetirementPlan)
-			if !isPlan || p.Name != name || p.Status.Outcome == "" {
+			if !isPlan || p.Name != name || p.Status.Outcome == "" || !done(p.Status.Outcome) {
 				continue
 			}
 			return p
 		case <-timeout:
-			b.Fatalf("plan %s was not planned within 30 minutes", name)
+			b.Fatalf("plan %s reached no awaited outcome within 30 minutes", name)
 		}
 	}
 }

@@ -16,8 +16,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/giteatools/fleet-controller/internal/retirement"
@@ -85,12 +83,7 @@ var _ = AfterSuite(func() {
 // workers and kubectl all use.
 func writeKubeconfig() string {
 	GinkgoHelper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: env.Config.Host, CertificateAuthorityData: env.Config.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: env.Config.CertData, ClientKeyData: env.Config.KeyData, Token: env.Config.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin", Namespace: "default"}
-	kc.CurrentContext = "envtest"
 	path := filepath.Join(tmp, "kubeconfig")
-	Expect(clientcmd.WriteToFile(*kc, path)).To(Succeed())
+	Expect(env.WriteKubeconfig(path)).To(Succeed())
 	return path
 }
