@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -462,4 +463,39 @@ func LostHostApply(approved []string, detail string) ApplyReport {
 		rep.Preserved = append(rep.Preserved, Assessment{WorkerIdentity: id, ReasonCode: ReasonHostBindingUnproven, Detail: detail})
 	}
 	return rep
+}
+
+// RegistryFingerprintBeforeSiblings is the registry fingerprint a host plan compares a
+// registry-bound approval with. The approval names the whole namespace's registry as the
+// fleet plan saw it, and the fleet's host plans apply at the same time: a sibling host
+// plan's retirement of its own rows moves the registry between this host's plan and its
+// fresh read, although nothing the approval bound has changed. So a row of another host
+// that is Retired by fleetPlanRef (the namespace/name every host plan of that fleet plan
+// writes into retiredBy) is counted in the only form a candidate can have had at plan
+// time: Active and stale. Every other row counts as it is now.
+//
+// This cannot let a change through: the reverted row matches the plan-time fingerprint
+// only if, at plan time, it was an Active, stale row with every other fingerprinted
+// field as it is now, so the one change is its own retirement. A row retired by
+// anything else, a row of this host, or a row that was live at plan time still moves
+// the fingerprint.
+func RegistryFingerprintBeforeSiblings(rows []Row, fleetPlanRef, hostID string) string {
+	if fleetPlanRef == "" {
+		return RegistryFingerprint(rows)
+	}
+	var before []Row
+	for i := range rows {
+		r := rows[i]
+		if r.HostID != hostID && r.RetiredBy == fleetPlanRef && r.Phase == fleet.Retired {
+			if before == nil {
+				before = slices.Clone(rows)
+			}
+			r.Phase, r.OwnershipState = fleet.Active, fleet.Stale
+			before[i] = r
+		}
+	}
+	if before == nil {
+		return RegistryFingerprint(rows)
+	}
+	return RegistryFingerprint(before)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -220,4 +221,57 @@ func TestAggregateApply(t *testing.T) {
 func recovered(h HostShare) HostShare {
 	h.Apply.Recovered = true
 	return h
+}
+
+func TestRegistryFingerprintBeforeSiblings(t *testing.T) {
+	const ref = "ns/fleet"
+	stale := func(name, host string) Row {
+		return Row{Name: name, Namespace: "ns", HostID: host, Phase: fleet.Active, OwnershipState: fleet.Stale, LastHeartbeatAt: "2026-12-01T10:00:00Z"}
+	}
+	retired := func(r Row, by string) Row {
+		r.Phase, r.OwnershipState, r.RetiredBy, r.RetiredAt = fleet.Retired, fleet.Historical, by, "2026-12-01T11:00:00Z"
+		return r
+	}
+	planTime := []Row{stale("a-dead", "A"), stale("b-dead", "B"), {Name: "b-live", Namespace: "ns", HostID: "B", Phase: fleet.Active, OwnershipState: fleet.Live}}
+	want := RegistryFingerprint(planTime)
+	with := func(edit func(rs []Row)) []Row {
+		rs := slices.Clone(planTime)
+		edit(rs)
+		return rs
+	}
+	cases := []struct {
+		name  string
+		rows  []Row
+		host  string
+		match bool
+	}{
+		{"nothing moved", planTime, "B", true},
+		{"the sibling host retired its candidate", with(func(rs []Row) { rs[0] = retired(rs[0], ref) }), "B", true},
+		{"a row of this host retired by the same fleet plan", with(func(rs []Row) { rs[1] = retired(rs[1], ref) }), "B", false},
+		{"a sibling row retired by another plan", with(func(rs []Row) { rs[0] = retired(rs[0], "ns/other") }), "B", false},
+		{"a sibling row that was live at plan time, now retired by the fleet plan", with(func(rs []Row) { rs[2] = retired(rs[2], ref) }), "A", false},
+		{"the sibling candidate heartbeat moved before its retirement", with(func(rs []Row) {
+			rs[0].LastHeartbeatAt = "2026-12-01T10:30:00Z"
+			rs[0] = retired(rs[0], ref)
+		}), "B", false},
+		{"the sibling retired its row and a live row heartbeat", with(func(rs []Row) {
+			rs[0] = retired(rs[0], ref)
+			rs[2].LastHeartbeatAt = "2026-12-01T10:31:00Z"
+		}), "B", false},
+	}
+	for _, c := range cases {
+		got := RegistryFingerprintBeforeSiblings(c.rows, ref, c.host)
+		if (got == want) != c.match {
+			t.Errorf("%s: fingerprint matches the plan-time registry = %v, want %v", c.name, got == want, c.match)
+		}
+	}
+	if got := RegistryFingerprintBeforeSiblings(planTime, "", "B"); got != want {
+		t.Errorf("without a fleet plan the fingerprint is not the plain registry fingerprint")
+	}
+	before := slices.Clone(planTime)
+	edited := with(func(rs []Row) { rs[0] = retired(rs[0], ref) })
+	_ = RegistryFingerprintBeforeSiblings(edited, ref, "B")
+	if edited[0].Phase != fleet.Retired || !reflect.DeepEqual(planTime, before) {
+		t.Errorf("the rows passed in were changed")
+	}
 }

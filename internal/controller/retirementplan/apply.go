@@ -65,7 +65,13 @@ func (r *Reconciler) apply(ctx context.Context, plan *fleetv1alpha1.RetirementPl
 	if err != nil {
 		return applyRun{report: failed(err.Error())}
 	}
-	decision := retirement.DecideApply(apiconv.Approval(r.effectiveApproval(ctx, plan)), fresh.plan, apiconv.Rows(fresh.items))
+	rows := apiconv.Rows(fresh.items)
+	if plan.Spec.HostID != "" {
+		// The fleet's other host plans apply at the same time; their retirements are
+		// not a move of the registry this host's approval bound.
+		fresh.plan.RegistryFingerprint = retirement.RegistryFingerprintBeforeSiblings(rows, r.retiredBy(plan), plan.Spec.HostID)
+	}
+	decision := retirement.DecideApply(apiconv.Approval(r.effectiveApproval(ctx, plan)), fresh.plan, rows)
 	if !decision.Proceed {
 		return applyRun{report: retirement.Summarize(decision, nil, nil, ""), post: r.snapshot(ctx, plan.Namespace)}
 	}

@@ -127,6 +127,19 @@ func hostEntry(p *fleetv1alpha1.RetirementPlan, h string) *fleetv1alpha1.HostPla
 	return nil
 }
 
+// reconcileUntil reconciles plan key by hand with r until done holds of what the API
+// server then holds.
+func reconcileUntil(r *retirementplan.Reconciler, key client.ObjectKey, done func(*fleetv1alpha1.RetirementPlan) bool) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+		g.Expect(err).NotTo(HaveOccurred())
+		cur := &fleetv1alpha1.RetirementPlan{}
+		g.Expect(k8sClient.Get(ctx, key, cur)).To(Succeed())
+		g.Expect(done(cur)).To(BeTrue())
+	}).Should(Succeed())
+}
+
 var _ = Describe("RetirementPlan across several hosts (multi-host)", func() {
 	It("retires the dead rows of both agents' hosts with one plan and one approval, and keeps an agent-less host's rows", func() {
 		ns := newNamespace()
@@ -189,6 +202,50 @@ var _ = Describe("RetirementPlan across several hosts (multi-host)", func() {
 		expectActive(aLive, bLive, cDead)
 	})
 
+	It("applies a registry-bound fleet approval on both hosts when one host's apply lands before the other's fresh read", func() {
+		// The host plans of one fleet plan apply concurrently; here, driven by hand, host
+		// A's apply finishes before host B's starts, so B's fresh read sees A's retired
+		// row. That retirement is the fleet plan's own and does not move the registry the
+		// approval bound; anything else still would.
+		ns := newNamespace()
+		aDead := eligible(ns, "a-dead")
+		bDead := eligible(ns, "b-dead", onHost(hostB))
+		p := newPlanObj(ns, "direct-one-after-the-other")
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		key := client.ObjectKeyFromObject(p)
+		keyA := client.ObjectKey{Namespace: ns, Name: retirementplan.HostPlanName(p.Name, testHostID)}
+		keyB := client.ObjectKey{Namespace: ns, Name: retirementplan.HostPlanName(p.Name, hostB)}
+		reconcileUntil(mgrPlans, key, func(c *fleetv1alpha1.RetirementPlan) bool { return len(c.Status.Hosts) == 2 })
+		reconcileUntil(mgrPlans, keyA, func(c *fleetv1alpha1.RetirementPlan) bool { return c.Status.Outcome == "planned" })
+		reconcileUntil(plansB, keyB, func(c *fleetv1alpha1.RetirementPlan) bool { return c.Status.Outcome == "planned" })
+		reconcileUntil(mgrPlans, key, func(c *fleetv1alpha1.RetirementPlan) bool { return c.Status.Outcome == "planned" })
+		Expect(k8sClient.Get(ctx, key, p)).To(Succeed())
+		Expect(p.Status.CandidateWorkerIdentities).To(Equal([]string{"a-dead", "b-dead"}))
+		Expect(p.Status.RegistryFingerprint).NotTo(BeEmpty())
+
+		Expect(approve(gitops(), p)).To(Succeed())
+		Expect(k8sClient.Get(ctx, key, p)).To(Succeed())
+		Expect(p.Spec.Approval.RegistryFingerprint).To(Equal(p.Status.RegistryFingerprint), "the approval binds the registry")
+		reconcileUntil(mgrPlans, key, func(c *fleetv1alpha1.RetirementPlan) bool {
+			a := meta.FindStatusCondition(c.Status.Conditions, fleetv1alpha1.ApprovedCondition)
+			return a != nil && a.Status == metav1.ConditionTrue && a.ObservedGeneration == c.Generation
+		})
+		reconcileUntil(mgrPlans, keyA, func(c *fleetv1alpha1.RetirementPlan) bool { return c.Status.Outcome == "applied" })
+		Expect(get(aDead).Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired))
+		Expect(get(bDead).Status.Phase).To(Equal(fleetv1alpha1.PhaseActive), "host B has not applied yet")
+
+		reconcileUntil(plansB, keyB, func(c *fleetv1alpha1.RetirementPlan) bool { return c.Status.Outcome != "" && c.Status.Outcome != "planned" })
+		child := &fleetv1alpha1.RetirementPlan{}
+		Expect(k8sClient.Get(ctx, keyB, child)).To(Succeed())
+		Expect(child.Status.Outcome).To(Equal("applied"), "host B's apply: %v", child.Status.Conditions)
+		Expect(child.Status.Retired).To(Equal([]string{"b-dead"}))
+		reconcileUntil(mgrPlans, key, func(c *fleetv1alpha1.RetirementPlan) bool { return c.Status.Outcome == "applied" })
+		Expect(k8sClient.Get(ctx, key, p)).To(Succeed())
+		Expect(p.Status.Retired).To(Equal([]string{"a-dead", "b-dead"}))
+		Expect(*p.Status.Success).To(BeTrue())
+		Expect(get(bDead).Status.RetiredBy).To(Equal(ns + "/" + p.Name))
+	})
+
 	It("gives the same answer whichever agent fans out and aggregates the plan", func() {
 		ns := newNamespace()
 		eligible(ns, "a-dead")
@@ -203,16 +260,6 @@ var _ = Describe("RetirementPlan across several hosts (multi-host)", func() {
 			GinkgoHelper()
 			p := newPlanObj(ns, name)
 			Expect(k8sClient.Create(ctx, p)).To(Succeed())
-			reconcileUntil := func(r *retirementplan.Reconciler, key client.ObjectKey, done func(*fleetv1alpha1.RetirementPlan) bool) {
-				GinkgoHelper()
-				Eventually(func(g Gomega) {
-					_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
-					g.Expect(err).NotTo(HaveOccurred())
-					cur := &fleetv1alpha1.RetirementPlan{}
-					g.Expect(k8sClient.Get(ctx, key, cur)).To(Succeed())
-					g.Expect(done(cur)).To(BeTrue())
-				}).Should(Succeed())
-			}
 			key := client.ObjectKeyFromObject(p)
 			reconcileUntil(first, key, func(c *fleetv1alpha1.RetirementPlan) bool {
 				e := hostEntry(c, firstHost)
