@@ -234,7 +234,9 @@ var _ = Describe("RetirementPlan across several hosts (multi-host)", func() {
 		Expect(get(aDead).Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired))
 		Expect(get(bDead).Status.Phase).To(Equal(fleetv1alpha1.PhaseActive), "host B has not applied yet")
 
-		reconcileUntil(plansB, keyB, func(c *fleetv1alpha1.RetirementPlan) bool { return c.Status.Outcome != "" && c.Status.Outcome != "planned" })
+		reconcileUntil(plansB, keyB, func(c *fleetv1alpha1.RetirementPlan) bool {
+			return c.Status.Outcome != "" && c.Status.Outcome != "planned"
+		})
 		child := &fleetv1alpha1.RetirementPlan{}
 		Expect(k8sClient.Get(ctx, keyB, child)).To(Succeed())
 		Expect(child.Status.Outcome).To(Equal("applied"), "host B's apply: %v", child.Status.Conditions)
