@@ -65,10 +65,13 @@ var _ = Describe("Cheap heartbeats", func() {
 		facts.HostID = hostH
 
 		By("a manager of its own host, with the shipped cache options, whose every request is counted")
+		// It watches its own namespace (and the agents'), as a manager given --namespaces
+		// does: plans other specs left requeued elsewhere are not its requests.
+		ns := newNamespace()
 		cfg, managerRequests, managerSeen := countedConfig()
 		mctx, stop := context.WithCancel(ctx)
 		DeferCleanup(stop)
-		mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Cache: managercache.Options(nil),
+		mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Cache: managercache.Options([]string{ns, agentNamespace}),
 			Metrics: metricsserver.Options{BindAddress: "0"}})
 		Expect(err).NotTo(HaveOccurred())
 		cs, err := kubernetes.NewForConfig(cfg)
@@ -92,7 +95,6 @@ var _ = Describe("Cheap heartbeats", func() {
 		Eventually(agent.Held).Should(BeTrue())
 
 		By("live workers on that host next to a dead row, and a planned plan over them")
-		ns := newNamespace()
 		var live []*fleetv1alpha1.WorkerRegistration
 		rows := map[string]*rowWatch{}
 		for i := range 5 {
