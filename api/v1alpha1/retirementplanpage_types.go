@@ -33,6 +33,7 @@ const PlanLabel = "fleet.giteatools.dev/plan"
 // +kubebuilder:printcolumn:name="Of",type=integer,JSONPath=`.pageCount`
 // +kubebuilder:printcolumn:name="Rows",type=integer,JSONPath=`.rowCount`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="(has(self.shared) && has(self.shared.reasonCode)) || !has(self.rows) || self.rows.all(r, has(r.reasonCode))",message="every row needs a reasonCode, its own or shared.reasonCode"
 type RetirementPlanPage struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -71,11 +72,62 @@ type RetirementPlanPage struct {
 	// +kubebuilder:validation:Minimum=0
 	RowCount int32 `json:"rowCount"`
 
-	// rows are the verdicts on this page, sorted by workerIdentity.
+	// shared is what every row on this page has in common, stored once instead of in each
+	// row: the reasonCode and the detail when all rows have the same, and each evidence
+	// entry (key and value) that all rows carry. A row's full verdict is its own fields,
+	// with shared filling in a reasonCode or detail the row leaves empty and every
+	// evidence key the row does not carry.
+	// +optional
+	Shared *PageShared `json:"shared,omitempty"`
+
+	// rows are the verdicts on this page, sorted by workerIdentity, each without what
+	// shared already says.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=1000
-	Rows []WorkerAssessment `json:"rows,omitempty"`
+	Rows []PageRow `json:"rows,omitempty"`
+}
+
+// PageShared is what every row of a RetirementPlanPage has in common.
+type PageShared struct {
+	// reasonCode is every row's reason code, when they all have the same.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ReasonCode string `json:"reasonCode,omitempty"`
+
+	// detail is every row's detail, when they all have the same.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Detail string `json:"detail,omitempty"`
+
+	// evidence holds the evidence entries every row carries with the same value.
+	// +optional
+	Evidence map[string]string `json:"evidence,omitempty"`
+}
+
+// PageRow is one row's verdict on a RetirementPlanPage, less what the page's shared block
+// holds for every row.
+type PageRow struct {
+	// workerIdentity is the registration's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	WorkerIdentity string `json:"workerIdentity"`
+
+	// reasonCode is the row's reason code; empty when shared.reasonCode says it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ReasonCode string `json:"reasonCode,omitempty"`
+
+	// detail explains the verdict in one sentence; empty when shared.detail says it, or
+	// when the row has none.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Detail string `json:"detail,omitempty"`
+
+	// evidence holds the row's own observations: those shared.evidence does not hold.
+	// +optional
+	Evidence map[string]string `json:"evidence,omitempty"`
 }
 
 // RetirementPlanPageList is a list of RetirementPlanPage.

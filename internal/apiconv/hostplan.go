@@ -46,3 +46,31 @@ func HostShare(entry fleetv1alpha1.HostPlanStatus, child *fleetv1alpha1.Retireme
 	}
 	return sh
 }
+
+// Page stores one page's verdicts compacted (retirement.CompactPage): the block every row
+// shares, and each row's own fields.
+func Page(rows []retirement.Assessment) (*fleetv1alpha1.PageShared, []fleetv1alpha1.PageRow) {
+	shared, own := retirement.CompactPage(rows)
+	out := make([]fleetv1alpha1.PageRow, len(own))
+	for i, a := range own {
+		out[i] = fleetv1alpha1.PageRow{WorkerIdentity: a.WorkerIdentity, ReasonCode: a.ReasonCode, Detail: a.Detail, Evidence: a.Evidence}
+	}
+	var s *fleetv1alpha1.PageShared
+	if shared.ReasonCode != "" || shared.Detail != "" || len(shared.Evidence) > 0 {
+		s = &fleetv1alpha1.PageShared{ReasonCode: shared.ReasonCode, Detail: shared.Detail, Evidence: shared.Evidence}
+	}
+	return s, out
+}
+
+// PageVerdicts is every row's full verdict on a page (retirement.ExpandPage).
+func PageVerdicts(page *fleetv1alpha1.RetirementPlanPage) []retirement.Assessment {
+	var shared retirement.Assessment
+	if s := page.Shared; s != nil {
+		shared = retirement.Assessment{ReasonCode: s.ReasonCode, Detail: s.Detail, Evidence: s.Evidence}
+	}
+	own := make([]retirement.Assessment, len(page.Rows))
+	for i, r := range page.Rows {
+		own[i] = retirement.Assessment{WorkerIdentity: r.WorkerIdentity, ReasonCode: r.ReasonCode, Detail: r.Detail, Evidence: r.Evidence}
+	}
+	return retirement.ExpandPage(shared, own)
+}

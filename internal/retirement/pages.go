@@ -38,3 +38,85 @@ func AssessmentSize(a Assessment) int {
 	}
 	return n
 }
+
+// CompactPage factors out of one page's rows what every one of them shares: the reason
+// code and the detail when all rows have the same, and each evidence entry (key and
+// value) that every row carries. The rows keep only what is their own. ExpandPage undoes
+// it exactly, so a page stores every row's full verdict in far fewer bytes: the rows of a
+// host plan share the host's observations, and candidates share their reason and detail.
+// A page of one row keeps the row whole.
+func CompactPage(rows []Assessment) (shared Assessment, own []Assessment) {
+	if len(rows) < 2 {
+		return Assessment{}, rows
+	}
+	first := rows[0]
+	shared.ReasonCode, shared.Detail = first.ReasonCode, first.Detail
+	common := map[string]string{}
+	for k, v := range first.Evidence {
+		common[k] = v
+	}
+	for _, a := range rows[1:] {
+		if a.ReasonCode != shared.ReasonCode {
+			shared.ReasonCode = ""
+		}
+		if a.Detail != shared.Detail {
+			shared.Detail = ""
+		}
+		for k, v := range common {
+			if w, ok := a.Evidence[k]; !ok || w != v {
+				delete(common, k)
+			}
+		}
+	}
+	if len(common) > 0 {
+		shared.Evidence = common
+	}
+	own = make([]Assessment, len(rows))
+	for i, a := range rows {
+		o := Assessment{WorkerIdentity: a.WorkerIdentity}
+		if shared.ReasonCode == "" {
+			o.ReasonCode = a.ReasonCode
+		}
+		if shared.Detail == "" {
+			o.Detail = a.Detail
+		}
+		for k, v := range a.Evidence {
+			if _, ok := common[k]; !ok {
+				if o.Evidence == nil {
+					o.Evidence = map[string]string{}
+				}
+				o.Evidence[k] = v
+			}
+		}
+		own[i] = o
+	}
+	return shared, own
+}
+
+// ExpandPage is each row's full verdict on a page: its own fields, and what the page's
+// shared block holds for a field the row leaves empty or an evidence key it does not
+// carry.
+func ExpandPage(shared Assessment, own []Assessment) []Assessment {
+	out := make([]Assessment, len(own))
+	for i, o := range own {
+		a := o
+		if a.ReasonCode == "" {
+			a.ReasonCode = shared.ReasonCode
+		}
+		if a.Detail == "" {
+			a.Detail = shared.Detail
+		}
+		if len(shared.Evidence) > 0 {
+			ev := make(map[string]string, len(shared.Evidence)+len(o.Evidence))
+			for k, v := range shared.Evidence {
+				ev[k] = v
+			}
+			for k, v := range o.Evidence {
+				ev[k] = v
+			}
+			a.Evidence = ev
+		}
+		out[i] = a
+	}
+	return out
+}

@@ -2,6 +2,8 @@ package retirement
 
 import (
 	"fmt"
+	"math/rand"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -77,5 +79,73 @@ func TestPaginateDefaultsKeepAPageFarBelowTheObjectLimit(t *testing.T) {
 		if size > PageMaxBytes {
 			t.Fatalf("a page weighs %d bytes", size)
 		}
+	}
+}
+
+func TestCompactPageRoundTrips(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	pick := func(vals ...string) string { return vals[rng.Intn(len(vals))] }
+	norm := func(rows []Assessment) []Assessment {
+		out := make([]Assessment, len(rows))
+		for i, a := range rows {
+			if len(a.Evidence) == 0 {
+				a.Evidence = nil
+			}
+			out[i] = a
+		}
+		return out
+	}
+	for round := 0; round < 2000; round++ {
+		n := rng.Intn(6)
+		rows := make([]Assessment, n)
+		for i := range rows {
+			ev := map[string]string{}
+			for _, k := range []string{"hostID", "probeState", "pid", "rowBootID"} {
+				if rng.Intn(4) > 0 {
+					ev[k] = pick("a", "b", "")
+				}
+			}
+			rows[i] = Assessment{WorkerIdentity: fmt.Sprintf("w-%d", i), ReasonCode: pick(ReasonEligibleStaleOrphan, ReasonPIDAlive),
+				Detail: pick("", "the process is gone", "the process is alive"), Evidence: ev}
+		}
+		in := norm(rows)
+		shared, own := CompactPage(rows)
+		if got := norm(ExpandPage(shared, own)); !reflect.DeepEqual(got, in) {
+			t.Fatalf("round %d: expanded %+v, want %+v (shared %+v, own %+v)", round, got, in, shared, own)
+		}
+		if !reflect.DeepEqual(norm(rows), in) {
+			t.Fatalf("round %d: CompactPage changed its input", round)
+		}
+	}
+}
+
+func TestCompactPageFactorsWhatEveryRowShares(t *testing.T) {
+	host := map[string]string{"hostID": "h", "hostBootID": "b", "probeState": "gone"}
+	row := func(name, pid string) Assessment {
+		ev := map[string]string{"pid": pid}
+		for k, v := range host {
+			ev[k] = v
+		}
+		return Assessment{WorkerIdentity: name, ReasonCode: ReasonEligibleStaleOrphan, Detail: "every eligibility check passed", Evidence: ev}
+	}
+	rows := []Assessment{row("a", "1"), row("b", "2"), row("c", "3")}
+	shared, own := CompactPage(rows)
+	want := Assessment{ReasonCode: ReasonEligibleStaleOrphan, Detail: "every eligibility check passed", Evidence: host}
+	if !reflect.DeepEqual(shared, want) {
+		t.Errorf("shared %+v, want %+v", shared, want)
+	}
+	for i, o := range own {
+		if o.ReasonCode != "" || o.Detail != "" || !reflect.DeepEqual(o.Evidence, map[string]string{"pid": fmt.Sprint(i + 1)}) {
+			t.Errorf("row %s keeps %+v, want only its pid", o.WorkerIdentity, o)
+		}
+	}
+	rows[1].Evidence["probeState"] = "unknown"
+	rows[2].ReasonCode = ReasonPIDAlive
+	shared, own = CompactPage(rows)
+	if shared.ReasonCode != "" || shared.Evidence["probeState"] != "" || own[1].Evidence["probeState"] != "unknown" || own[2].ReasonCode != ReasonPIDAlive {
+		t.Errorf("a field one row differs in stayed shared: shared %+v, own %+v", shared, own)
+	}
+	if s, o := CompactPage(rows[:1]); s.ReasonCode != "" || !reflect.DeepEqual(o, rows[:1]) {
+		t.Errorf("a page of one row is not kept whole: %+v %+v", s, o)
 	}
 }

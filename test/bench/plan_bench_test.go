@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
 	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
@@ -338,7 +339,10 @@ func pageSizes(ctx context.Context, b *testing.B, c client.Client, ns, name stri
 		if len(raw) >= statusLimitBytes {
 			b.Errorf("page %s is %d B, at or above %d B", pl.Items[j].Name, len(raw), statusLimitBytes)
 		}
-		for _, r := range pl.Items[j].Rows {
+		for _, r := range apiconv.PageVerdicts(&pl.Items[j]) {
+			if r.ReasonCode == "" {
+				b.Fatalf("row %s has no reason code", r.WorkerIdentity)
+			}
 			if seen[r.WorkerIdentity] {
 				b.Fatalf("row %s is on two pages", r.WorkerIdentity)
 			}

@@ -95,7 +95,7 @@ func (r *Reconciler) writePages(ctx context.Context, plan *fleetv1alpha1.Retirem
 				page.OwnerReferences = nil
 				page.Plan, page.PlanUID, page.List = plan.Name, string(plan.UID), list.name
 				page.Page, page.PageCount, page.RowCount = int32(i+1), int32(len(pages)), int32(len(rows))
-				page.Rows = apiconv.Assessments(rows)
+				page.Shared, page.Rows = apiconv.Page(rows)
 				return controllerutil.SetControllerReference(plan, page, r.Scheme())
 			}
 			writes.Go(func() error { return r.putPage(wctx, page, fill) })

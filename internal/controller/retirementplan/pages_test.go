@@ -15,8 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
 )
+
+// farHost is a host no agent of this suite is on.
+const farHost = "a-host-without-this-agent"
 
 // foreignRows creates n registrations of a host this controller is not on, as fast as
 // the API server takes them: each is preserved as host_binding_unproven.
@@ -37,7 +41,7 @@ func foreignRows(ns string, n int) {
 					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 					Spec: fleetv1alpha1.WorkerRegistrationSpec{ClientInstanceID: "inst-" + name, WorkerNamespace: "slot-" + name,
 						Identity: "bot-" + name, Remote: "origin", Repository: canonicalRepo, HeartbeatTTLSeconds: 60,
-						Process: fleetv1alpha1.ProcessIdentity{HostID: "a-host-without-this-agent", BootID: "boot-far", PID: int64(100 + i), StartTime: &st}},
+						Process: fleetv1alpha1.ProcessIdentity{HostID: farHost, BootID: "boot-far", PID: int64(100 + i), StartTime: &st}},
 				}
 				if err := k8sClient.Create(ctx, wr); err != nil {
 					errs <- err
@@ -139,7 +143,7 @@ var _ = Describe("RetirementPlan pages", func() {
 			Expect(pg.Labels).To(HaveKeyWithValue(fleetv1alpha1.PlanLabel, owner.Name))
 			Expect(metav1.IsControlledBy(&pg, owner)).To(BeTrue(), "a page is deleted with its plan (a host plan with its fleet plan)")
 			Expect(pg.RowCount).To(Equal(int32(len(pg.Rows))))
-			for _, row := range pg.Rows {
+			for _, row := range apiconv.PageVerdicts(&pg) {
 				switch pg.List {
 				case fleetv1alpha1.PageListCandidates:
 					Expect(pg.Plan).To(Equal(hp.Name), "candidates are planned by the host's agent")
@@ -151,6 +155,19 @@ var _ = Describe("RetirementPlan pages", func() {
 					Expect(row.ReasonCode).To(Equal("host_binding_unproven"))
 					preserved = append(preserved, row.WorkerIdentity)
 				}
+			}
+		}
+		By("storing once what every row of a page shares")
+		for _, pg := range pages {
+			if pg.List != fleetv1alpha1.PageListPreserved {
+				continue
+			}
+			Expect(pg.Shared).NotTo(BeNil(), "page %s", pg.Name)
+			Expect(pg.Shared.ReasonCode).To(Equal("host_binding_unproven"))
+			Expect(pg.Shared.Evidence).To(HaveKeyWithValue("rowHostID", farHost))
+			for _, row := range pg.Rows {
+				Expect(row.ReasonCode).To(BeEmpty(), "the shared reason code is not repeated in row %s", row.WorkerIdentity)
+				Expect(row.Evidence).NotTo(HaveKey("rowHostID"))
 			}
 		}
 		Expect(candidates).To(Equal([]string{dead.Name}))
