@@ -16,6 +16,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/reglist"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
 )
@@ -98,9 +99,14 @@ func setup(mgr ctrl.Manager, cfg config) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("workerregistration controller: %w", err)
 	}
+	registrations, err := reglist.New(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme())
+	if err != nil {
+		return err
+	}
 	if err := (&retirementplan.Reconciler{
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
+		Registrations:  registrations,
 		Prober:         prober,
 		Reprober:       prober,
 		Host:           retirement.Host{HostID: prober.Facts.HostID, BootID: prober.Facts.BootID, BootTime: prober.Facts.BootTime},

@@ -52,11 +52,22 @@ type Fence interface {
 	Moved(ctx context.Context, namespace, since string) (bool, error)
 }
 
+// RegistrationLister lists every WorkerRegistration of a namespace straight from the API
+// server, as one consistent view, without managedFields.
+type RegistrationLister interface {
+	List(ctx context.Context, namespace string) ([]fleetv1alpha1.WorkerRegistration, error)
+}
+
 // Reconciler plans retirements as a dry run and applies an approved plan.
 type Reconciler struct {
 	client.Client
 	// APIReader reads straight from the API server; apply never trusts the cache.
 	APIReader client.Reader
+	// Registrations lists a namespace's registrations straight from the API server, the
+	// plan's and the apply's authoritative read (reglist.Lister: chunks, each decoded
+	// while the next one is asked for). Nil: chunks read one after the other through
+	// APIReader.
+	Registrations RegistrationLister
 	// Prober probes this host's processes while planning; nil leaves every pid unknown.
 	Prober liveness.Prober
 	// Reprober re-establishes, right before each row's write, that the exact process is

@@ -114,6 +114,9 @@ const listChunk = 2000
 // the manager ever holding the whole namespace's response body at once. The rows'
 // managedFields are dropped as they arrive, as the manager's cache drops them.
 func (r *Reconciler) listRegistrations(ctx context.Context, namespace string) ([]fleetv1alpha1.WorkerRegistration, error) {
+	if r.Registrations != nil {
+		return r.Registrations.List(ctx, namespace)
+	}
 	var items []fleetv1alpha1.WorkerRegistration
 	chunk := &fleetv1alpha1.WorkerRegistrationList{}
 	for {

@@ -21,6 +21,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/reglist"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
@@ -148,6 +149,8 @@ func startManager(ctx context.Context, facts liveness.HostFacts, suffix string) 
 	plans := newPlanReconciler(mgr.GetClient(), mgr.GetAPIReader(), p)
 	plans.Host = retirement.Host{HostID: facts.HostID, BootID: facts.BootID, BootTime: facts.BootTime}
 	plans.Agent = agent
+	plans.Registrations, err = reglist.New(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme()) // as cmd/ wires it
+	Expect(err).NotTo(HaveOccurred())
 	// No Coordinator: both managers may fan out and aggregate fleet plans, so specs can
 	// show that the answer does not depend on which one did. The single-writer rule of the
 	// coordinator Lease is shown by its own spec (fleetrobust_test.go) and by test/fleet,

@@ -1,0 +1,127 @@
+/*
+Copyright 2026 The fleet-controller Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package reglist lists a namespace's WorkerRegistrations straight from the API server,
+// in chunks, with the next chunk's request in flight while the previous chunk is decoded.
+//
+// A plan reads every registration of its namespace from the API server, never from a
+// cache. Read in one request, a large namespace costs one response held whole in memory;
+// read in chunks one after the other, it costs the API server's work and the decoding in
+// turn, for every chunk. Here the two overlap: as soon as a chunk's bytes have arrived,
+// its continue token is read from them (a scan, not a decode), the next chunk is asked
+// for, and the chunk is decoded meanwhile. At most one chunk waits to be decoded, so the
+// memory held stays about two chunks' bytes above the decoded rows.
+package reglist
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+)
+
+// DefaultChunk is how many registrations one request asks for.
+const DefaultChunk = 2000
+
+// Lister lists WorkerRegistrations through a REST client of their group and version.
+type Lister struct {
+	rest    rest.Interface
+	decoder runtime.Decoder
+	// Chunk is how many registrations one request asks for (DefaultChunk when 0).
+	Chunk int64
+}
+
+// New is a Lister for the API server cfg names, sharing httpClient's connections.
+func New(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme) (*Lister, error) {
+	codecs := serializer.NewCodecFactory(scheme)
+	gvk := fleetv1alpha1.GroupVersion.WithKind("WorkerRegistrationList")
+	rc, err := apiutil.RESTClientForGVK(gvk, true, false, cfg, codecs, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("a REST client for worker registrations: %w", err)
+	}
+	return &Lister{rest: rc, decoder: codecs.UniversalDeserializer()}, nil
+}
+
+// List returns every registration of namespace, without managedFields (read by nothing
+// that plans or applies, and a large part of each row). Every chunk is read at the
+// resourceVersion of the first, as the continue token carries it, so the rows are one
+// consistent view; an expired token (410 Gone) fails the whole list.
+func (l *Lister) List(ctx context.Context, namespace string) ([]fleetv1alpha1.WorkerRegistration, error) {
+	chunk := l.Chunk
+	if chunk <= 0 {
+		chunk = DefaultChunk
+	}
+	raws := make(chan []byte, 1)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(raws)
+		token := ""
+		for {
+			raw, err := l.rest.Get().Namespace(namespace).Resource("workerregistrations").
+				VersionedParams(&metav1.ListOptions{Limit: chunk, Continue: token}, metav1.ParameterCodec).
+				Do(gctx).Raw()
+			if err != nil {
+				return fmt.Errorf("listing worker registrations: %w", err)
+			}
+			var head struct {
+				Metadata metav1.ListMeta `json:"metadata"`
+			}
+			if err := json.Unmarshal(raw, &head); err != nil {
+				return fmt.Errorf("listing worker registrations: reading the list's metadata: %w", err)
+			}
+			select {
+			case raws <- raw:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			if head.Metadata.Continue == "" {
+				return nil
+			}
+			token = head.Metadata.Continue
+		}
+	})
+	var items []fleetv1alpha1.WorkerRegistration
+	g.Go(func() error {
+		for raw := range raws {
+			list := &fleetv1alpha1.WorkerRegistrationList{}
+			if err := runtime.DecodeInto(l.decoder, raw, list); err != nil {
+				return fmt.Errorf("listing worker registrations: decoding a chunk: %w", err)
+			}
+			for i := range list.Items {
+				list.Items[i].ManagedFields = nil
+			}
+			if items == nil {
+				items = list.Items
+				continue
+			}
+			items = append(items, list.Items...)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
