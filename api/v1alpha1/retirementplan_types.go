@@ -307,16 +307,17 @@ type RetirementPlanStatus struct {
 	CandidateWorkerIdentities []string `json:"candidateWorkerIdentities,omitempty"`
 
 	// candidates are the rows eligible for retirement, each with its evidence: the first
-	// 500, sorted by name (candidateCount is always complete).
+	// 100, sorted by name (candidateCount is always complete; status.pages lists the
+	// pages that hold every row).
 	// +optional
-	// +kubebuilder:validation:MaxItems=500
+	// +kubebuilder:validation:MaxItems=100
 	Candidates []WorkerAssessment `json:"candidates,omitempty"`
 
 	// preserved are the rows kept, each with the reason code of the requirement it failed:
-	// the first 500, sorted by name (preservedCount and preservedReasonCounts are always
+	// the first 100, sorted by name (preservedCount and preservedReasonCounts are always
 	// complete).
 	// +optional
-	// +kubebuilder:validation:MaxItems=500
+	// +kubebuilder:validation:MaxItems=100
 	Preserved []WorkerAssessment `json:"preserved,omitempty"`
 
 	// preservedReasonCounts counts preserved rows by reason code.
@@ -419,7 +420,7 @@ type RetirementPlanStatus struct {
 
 	// pages says where the full candidates and preserved lists are: RetirementPlanPage
 	// objects owned by this plan, written with the plan. The lists in this status stop at
-	// 500 rows each; the pages hold every row with its reason, detail and evidence.
+	// 100 rows each; the pages hold every row with its reason, detail and evidence.
 	// +optional
 	Pages *RetirementPlanPages `json:"pages,omitempty"`
 

@@ -116,7 +116,7 @@ func Snapshot(sum fleet.Summary) *fleetv1alpha1.PostApply {
 		LiveFleetSafe:         sum.LiveFleetSafe,
 		BlockerCount:          int32(len(sum.Blockers)),
 	}
-	for _, b := range sum.Blockers[:min(len(sum.Blockers), retirement.MaxListedAssessments)] {
+	for _, b := range sum.Blockers[:min(len(sum.Blockers), retirement.MaxListedBlockers)] {
 		out.Blockers = append(out.Blockers, fleetv1alpha1.FleetBlocker{Code: b.Code, WorkerIdentity: b.Worker, Detail: b.Detail})
 	}
 	return out

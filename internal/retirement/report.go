@@ -4,9 +4,13 @@ import "fmt"
 
 // Size limits of what a plan lists. Counts are always complete.
 const (
-	// MaxListedAssessments bounds the candidates and preserved entries a plan lists with
-	// their evidence, so the plan object stays well under etcd's size limit.
-	MaxListedAssessments = 500
+	// MaxListedAssessments bounds the candidates and preserved entries a plan's status
+	// lists with their evidence: a preview a person can read, and a status every write
+	// and every watch event carries cheaply. The plan's pages hold every row.
+	MaxListedAssessments = 100
+	// MaxListedBlockers bounds the blockers a fleet snapshot lists (blockerCount is
+	// complete).
+	MaxListedBlockers = 500
 	// MaxApprovableCandidates is the most identities one approval can name (the API's
 	// limit on spec.approval.workerIdentities).
 	MaxApprovableCandidates = 2000
