@@ -11,6 +11,7 @@ import (
 	"code.gitea.io/sdk/gitea"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/cli"
@@ -64,8 +65,14 @@ var _ = Describe("claim, release, complete and token", func() {
 		for _, tc := range claimsOf(ns) {
 			if tc.Spec.Worker == winner && tc.Spec.Target.Number == n {
 				Expect(tc.Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseReleased))
+				Expect(meta.IsStatusConditionTrue(tc.Status.Conditions, fleetv1alpha1.RecordClearedCondition)).To(BeTrue(),
+					"release returns once the Gitea record is cleared: %v", tc.Status.Conditions)
 			}
 		}
+		By("the target is free the moment release returns: the other worker claims it at once")
+		r = fleetCmd(ctx, ns, workerEnv(loser), append(asWorker(ns, loser), "claim", "issue", strconv.FormatInt(n, 10))...)
+		Expect(r.code).To(Equal(cli.ExitOK), "%s", r)
+		Expect(r.stdout).To(ContainSubstring(repo + "#" + strconv.FormatInt(n, 10)))
 		r = fleetCmd(ctx, ns, workerEnv(winner), "release")
 		Expect(r.code).To(Equal(cli.ExitUsage), "%s", r)
 		Expect(r.stderr).To(ContainSubstring("has no open claim"))

@@ -21,12 +21,13 @@ limitations under the License.
 // cache. Read in one request, a large namespace costs one response held whole in memory;
 // read in chunks one after the other, it costs the API server's work and the decoding in
 // turn, for every chunk. Here the two overlap: as soon as a chunk's bytes have arrived,
-// its continue token is read from them (a scan, not a decode), the next chunk is asked
+// its continue token is read from the end of them (not a decode), the next chunk is asked
 // for, and the chunk is decoded meanwhile. At most one chunk waits to be decoded, so the
 // memory held stays about two chunks' bytes above the decoded rows.
 package reglist
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -38,6 +39,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	kjson "sigs.k8s.io/json"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 )
@@ -47,8 +49,7 @@ const DefaultChunk = 2000
 
 // Lister lists WorkerRegistrations through a REST client of their group and version.
 type Lister struct {
-	rest    rest.Interface
-	decoder runtime.Decoder
+	rest rest.Interface
 	// Chunk is how many registrations one request asks for (DefaultChunk when 0).
 	Chunk int64
 }
@@ -61,7 +62,7 @@ func New(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme) (*Li
 	if err != nil {
 		return nil, fmt.Errorf("a REST client for worker registrations: %w", err)
 	}
-	return &Lister{rest: rc, decoder: codecs.UniversalDeserializer()}, nil
+	return &Lister{rest: rc}, nil
 }
 
 // List returns every registration of namespace, without managedFields (read by nothing
@@ -73,7 +74,11 @@ func (l *Lister) List(ctx context.Context, namespace string) ([]fleetv1alpha1.Wo
 	if chunk <= 0 {
 		chunk = DefaultChunk
 	}
-	raws := make(chan []byte, 1)
+	type fetched struct {
+		raw  []byte
+		next string // the continue token the next request was made with
+	}
+	raws := make(chan fetched, 1)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		defer close(raws)
@@ -85,29 +90,31 @@ func (l *Lister) List(ctx context.Context, namespace string) ([]fleetv1alpha1.Wo
 			if err != nil {
 				return fmt.Errorf("listing worker registrations: %w", err)
 			}
-			var head struct {
-				Metadata metav1.ListMeta `json:"metadata"`
-			}
-			if err := json.Unmarshal(raw, &head); err != nil {
+			next, err := continueToken(raw)
+			if err != nil {
 				return fmt.Errorf("listing worker registrations: reading the list's metadata: %w", err)
 			}
 			select {
-			case raws <- raw:
+			case raws <- fetched{raw: raw, next: next}:
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			if head.Metadata.Continue == "" {
+			if next == "" {
 				return nil
 			}
-			token = head.Metadata.Continue
+			token = next
 		}
 	})
 	var items []fleetv1alpha1.WorkerRegistration
 	g.Go(func() error {
-		for raw := range raws {
+		for f := range raws {
 			list := &fleetv1alpha1.WorkerRegistrationList{}
-			if err := runtime.DecodeInto(l.decoder, raw, list); err != nil {
+			if err := kjson.UnmarshalCaseSensitivePreserveInts(f.raw, list); err != nil {
 				return fmt.Errorf("listing worker registrations: decoding a chunk: %w", err)
+			}
+			if list.Kind != "WorkerRegistrationList" || list.Continue != f.next {
+				return fmt.Errorf("listing worker registrations: a chunk of kind %q with continue token %q was read as one with %q",
+					list.Kind, list.Continue, f.next)
 			}
 			for i := range list.Items {
 				list.Items[i].ManagedFields = nil
@@ -124,4 +131,33 @@ func (l *Lister) List(ctx context.Context, namespace string) ([]fleetv1alpha1.Wo
 		return nil, err
 	}
 	return items, nil
+}
+
+// metadataKey is how a JSON object member named metadata begins.
+var metadataKey = []byte(`"metadata":`)
+
+// continueToken reads a list's continue token without decoding the list. The API server
+// writes a list's members in the order of their names, so its metadata comes last, after
+// the items: the token is found by decoding the last "metadata" member, provided that
+// only the list's closing brace follows it (so it is the list's own, not an item's).
+// Should the tail not look so, the whole document is scanned instead. Either way the
+// chunk's full decode checks the token again.
+func continueToken(raw []byte) (string, error) {
+	var meta metav1.ListMeta
+	if i := bytes.LastIndex(raw, metadataKey); i >= 0 {
+		dec := json.NewDecoder(bytes.NewReader(raw[i+len(metadataKey):]))
+		if dec.Decode(&meta) == nil {
+			rest := bytes.TrimSpace(raw[i+len(metadataKey)+int(dec.InputOffset()):])
+			if len(rest) == 1 && rest[0] == '}' {
+				return meta.Continue, nil
+			}
+		}
+	}
+	var head struct {
+		Metadata metav1.ListMeta `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return "", err
+	}
+	return head.Metadata.Continue, nil
 }

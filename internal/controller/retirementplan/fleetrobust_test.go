@@ -79,49 +79,15 @@ func (hm *hostManager) Stop() {
 	<-hm.done
 }
 
-// fleetWrites counts the writes a reconciler makes to plans and pages (creates, updates,
-// status updates), through the client it is wired with.
-type fleetWrites struct {
-	client.Client
-	n *atomic.Int64
-}
-
-func (c fleetWrites) fleetObject(obj client.Object) bool {
-	switch obj.(type) {
-	case *fleetv1alpha1.RetirementPlan, *fleetv1alpha1.RetirementPlanPage:
-		return true
-	}
-	return false
-}
-
-func (c fleetWrites) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	if c.fleetObject(obj) {
-		c.n.Add(1)
-	}
-	return c.Client.Create(ctx, obj, opts...)
-}
-
-func (c fleetWrites) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	if c.fleetObject(obj) {
-		c.n.Add(1)
-	}
-	return c.Client.Update(ctx, obj, opts...)
-}
-
-func (c fleetWrites) Status() client.SubResourceWriter {
-	return fleetStatusWrites{SubResourceWriter: c.Client.Status(), c: c}
-}
-
-type fleetStatusWrites struct {
-	client.SubResourceWriter
-	c fleetWrites
-}
-
-func (w fleetStatusWrites) Update(ctx context.Context, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-	if w.c.fleetObject(obj) {
-		w.c.n.Add(1)
-	}
-	return w.SubResourceWriter.Update(ctx, obj, opts...)
+// planOrPageWrites counts every write of a plan or a page (create, update, patch, status).
+func planOrPageWrites(c client.Client, n *atomic.Int64) writeCounter {
+	return writeCounter{Client: c, n: n, counts: func(_ string, obj client.Object) bool {
+		switch obj.(type) {
+		case *fleetv1alpha1.RetirementPlan, *fleetv1alpha1.RetirementPlanPage:
+			return true
+		}
+		return false
+	}}
 }
 
 var _ = Describe("RetirementPlan when a host's agent goes away after the fan-out (multi-host)", func() {
@@ -233,7 +199,7 @@ var _ = Describe("RetirementPlan fan-out with two coordinators at once (multi-ho
 			n := &atomic.Int64{}
 			agent := hostagent.NewCoordinator(cs, leases, hostagent.NewInstanceID(), agentTimings)
 			go func() { _ = agent.Start(cctx) }()
-			r := newPlanReconciler(fleetWrites{Client: k8sClient, n: n}, k8sClient, prober)
+			r := newPlanReconciler(planOrPageWrites(k8sClient, n), k8sClient, prober)
 			r.AgentNamespace, r.Coordinator = leases, agent
 			return coord{r: r, agent: agent, writes: n}
 		}
