@@ -147,8 +147,8 @@ func continueToken(raw []byte) (string, error) {
 	if i := bytes.LastIndex(raw, metadataKey); i >= 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw[i+len(metadataKey):]))
 		if dec.Decode(&meta) == nil {
-			rest := bytes.TrimSpace(raw[i+len(metadataKey)+int(dec.InputOffset()):])
-			if len(rest) == 1 && rest[0] == '}' {
+			tail := bytes.TrimSpace(raw[i+len(metadataKey)+int(dec.InputOffset()):])
+			if len(tail) == 1 && tail[0] == '}' {
 				return meta.Continue, nil
 			}
 		}
