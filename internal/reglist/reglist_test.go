@@ -81,6 +81,22 @@ func newLister(t *testing.T, chunk int64, before func(n int64, req *http.Request
 	return l, h
 }
 
+// namespaceWithRows is a new namespace holding n registrations, w-00 on.
+func namespaceWithRows(t *testing.T, n int) string {
+	t.Helper()
+	ctx := context.Background()
+	ns, err := env.NewNamespace(ctx, "reglist")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := env.Client.Create(ctx, registration(ns, fmt.Sprintf("w-%02d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns
+}
+
 func names(items []fleetv1alpha1.WorkerRegistration) []string {
 	var out []string
 	for _, wr := range items {
@@ -92,15 +108,7 @@ func names(items []fleetv1alpha1.WorkerRegistration) []string {
 
 func TestListReadsEveryChunkAsOneView(t *testing.T) {
 	ctx := context.Background()
-	ns, err := env.NewNamespace(ctx, "reglist")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 23 {
-		if err := env.Client.Create(ctx, registration(ns, fmt.Sprintf("w-%02d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ns := namespaceWithRows(t, 23)
 	want := &fleetv1alpha1.WorkerRegistrationList{}
 	if err := env.Client.List(ctx, want, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
@@ -143,15 +151,7 @@ func TestListReadsEveryChunkAsOneView(t *testing.T) {
 
 func TestListFailsWholeWhenAChunkFails(t *testing.T) {
 	ctx := context.Background()
-	ns, err := env.NewNamespace(ctx, "reglist")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 12 {
-		if err := env.Client.Create(ctx, registration(ns, fmt.Sprintf("w-%02d", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ns := namespaceWithRows(t, 12)
 	broken := errors.New("connection reset")
 	l, _ := newLister(t, 5, func(n int64, _ *http.Request) error {
 		if n == 3 {

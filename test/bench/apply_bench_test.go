@@ -268,14 +268,7 @@ func BenchmarkApply(b *testing.B) {
 			createEligibleRows(ctx, b, c, ns, benchRows, dead)
 			pm.cachedRows(ctx, b, ns, benchRows)
 
-			plan := &fleetv1alpha1.RetirementPlan{
-				ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: ns},
-				Spec:       fleetv1alpha1.RetirementPlanSpec{Remote: "origin", CanonicalRepository: benchRepo},
-			}
-			w, err := c.Watch(ctx, &fleetv1alpha1.RetirementPlanList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": plan.Name})
-			if err != nil {
-				b.Fatal(err)
-			}
+			plan, w := watchedPlan(ctx, b, c, ns, "bench")
 			if err := c.Create(ctx, plan); err != nil {
 				b.Fatalf("creating the plan: %v", err)
 			}

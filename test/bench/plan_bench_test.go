@@ -139,14 +139,7 @@ func startPlanManager(ctx context.Context, b *testing.B, ns, agentNS string, pro
 // meets again.
 func (pm *planManager) warmUp(ctx context.Context, b *testing.B, c client.WithWatch, ns string) {
 	b.Helper()
-	p := &fleetv1alpha1.RetirementPlan{
-		ObjectMeta: metav1.ObjectMeta{Name: "warm-up", Namespace: ns},
-		Spec:       fleetv1alpha1.RetirementPlanSpec{Remote: "origin", CanonicalRepository: benchRepo},
-	}
-	w, err := c.Watch(ctx, &fleetv1alpha1.RetirementPlanList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": p.Name})
-	if err != nil {
-		b.Fatal(err)
-	}
+	p, w := watchedPlan(ctx, b, c, ns, "warm-up")
 	defer w.Stop()
 	if err := c.Create(ctx, p); err != nil {
 		b.Fatal(err)
@@ -235,14 +228,7 @@ func BenchmarkPlan(b *testing.B) {
 				}
 				list = fleetv1alpha1.WorkerRegistrationList{}
 
-				p := &fleetv1alpha1.RetirementPlan{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bench-%d", i), Namespace: ns},
-					Spec:       fleetv1alpha1.RetirementPlanSpec{Remote: "origin", CanonicalRepository: benchRepo},
-				}
-				w, err := c.Watch(ctx, &fleetv1alpha1.RetirementPlanList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": p.Name})
-				if err != nil {
-					b.Fatal(err)
-				}
+				p, w := watchedPlan(ctx, b, c, ns, fmt.Sprintf("bench-%d", i))
 				base := heapAfterGC()
 				stop := sampleHeap(&peak, base)
 				b.StartTimer()
@@ -302,6 +288,21 @@ func (t traceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			time.Since(start), req.ContentLength, n, code)
 	}
 	return resp, err
+}
+
+// watchedPlan is a RetirementPlan named name of ns over the bench repository, not yet
+// created, and a watch of it opened before its creation, so no status change is missed.
+func watchedPlan(ctx context.Context, b *testing.B, c client.WithWatch, ns, name string) (*fleetv1alpha1.RetirementPlan, watch.Interface) {
+	b.Helper()
+	p := &fleetv1alpha1.RetirementPlan{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       fleetv1alpha1.RetirementPlanSpec{Remote: "origin", CanonicalRepository: benchRepo},
+	}
+	w, err := c.Watch(ctx, &fleetv1alpha1.RetirementPlanList{}, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p, w
 }
 
 // waitPlanned follows the watch until plan name's status has an outcome (planned, or a

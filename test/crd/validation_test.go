@@ -1,6 +1,7 @@
 package crd_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
 )
 
@@ -235,6 +237,42 @@ var _ = Describe("RetirementPlan validation", func() {
 		bad.Status.Outcome = "partially_applied"
 		expectInvalid(k8sClient.Status().Update(ctx, bad), "status.outcome", "Unsupported value")
 		expectUnchanged(p, rv)
+	})
+})
+
+var _ = Describe("RetirementPlan status and page bounds", func() {
+	It("takes as many listed verdicts as the controller lists, and no more", func() {
+		p := newPlan()
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		rows := func(n int) []fleetv1alpha1.WorkerAssessment {
+			out := make([]fleetv1alpha1.WorkerAssessment, n)
+			for i := range out {
+				out[i] = fleetv1alpha1.WorkerAssessment{WorkerIdentity: fmt.Sprintf("w-%04d", i), ReasonCode: retirement.ReasonEligibleStaleOrphan}
+			}
+			return out
+		}
+		p.Status.Candidates, p.Status.Preserved = rows(retirement.MaxListedAssessments), rows(retirement.MaxListedAssessments)
+		Expect(k8sClient.Status().Update(ctx, p)).To(Succeed())
+		rv := p.ResourceVersion
+		bad := p.DeepCopy()
+		bad.Status.Candidates = rows(retirement.MaxListedAssessments + 1)
+		expectInvalid(k8sClient.Status().Update(ctx, bad), "status.candidates", "Too many")
+		expectUnchanged(p, rv)
+	})
+
+	It("refuses a page row with no reason code of its own or shared", func() {
+		page := func(shared *fleetv1alpha1.PageShared, rows ...fleetv1alpha1.PageRow) *fleetv1alpha1.RetirementPlanPage {
+			return &fleetv1alpha1.RetirementPlanPage{
+				ObjectMeta: metav1.ObjectMeta{Name: testenv.Uniq("page"), Namespace: "default"},
+				Plan:       "p", PlanUID: "uid", List: fleetv1alpha1.PageListCandidates, Page: 1, PageCount: 1,
+				RowCount: int32(len(rows)), Shared: shared, Rows: rows,
+			}
+		}
+		Expect(k8sClient.Create(ctx, page(&fleetv1alpha1.PageShared{ReasonCode: "eligible_stale_orphan"},
+			fleetv1alpha1.PageRow{WorkerIdentity: "a"}, fleetv1alpha1.PageRow{WorkerIdentity: "b"}))).To(Succeed())
+		Expect(k8sClient.Create(ctx, page(nil, fleetv1alpha1.PageRow{WorkerIdentity: "a", ReasonCode: "pid_alive"}))).To(Succeed())
+		expectInvalid(k8sClient.Create(ctx, page(nil, fleetv1alpha1.PageRow{WorkerIdentity: "a", ReasonCode: "pid_alive"},
+			fleetv1alpha1.PageRow{WorkerIdentity: "b"})), "every row needs a reasonCode")
 	})
 })
 

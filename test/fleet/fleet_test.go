@@ -1,6 +1,7 @@
 package fleet_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
 	"github.com/giteatools/fleet-controller/test/support/testworker"
@@ -187,6 +189,33 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 		Expect(preserved).To(HaveKeyWithValue("fresh-a", "heartbeat_not_expired"))
 		Expect(jsonpath(ns, "retire-dead", ".status.hostsWithoutAgent[*].hostID")).To(Equal(hostC))
 		registryAtPlan := jsonpath(ns, "retire-dead", ".status.registryFingerprint")
+
+		By("kubectl lists every row's verdict in the fleet's pages, each page storing once what its rows share")
+		selector := jsonpath(ns, "retire-dead", ".status.pages.selector")
+		Expect(selector).NotTo(BeEmpty())
+		var pages fleetv1alpha1.RetirementPlanPageList
+		Expect(json.Unmarshal([]byte(kubectl("-n", ns, "get", "retirementplanpages", "-l", selector, "-o", "json")), &pages)).To(Succeed())
+		verdicts := map[string]string{}
+		for i := range pages.Items {
+			pg := &pages.Items[i]
+			if pg.List == fleetv1alpha1.PageListCandidates && len(pg.Rows) > 1 {
+				Expect(pg.Shared).NotTo(BeNil(), "page %s", pg.Name)
+				Expect(pg.Shared.ReasonCode).To(Equal("eligible_stale_orphan"), "the candidates' shared reason is stored once on %s", pg.Name)
+			}
+			for _, v := range apiconv.PageVerdicts(pg) {
+				Expect(verdicts).NotTo(HaveKey(v.WorkerIdentity), "a row is on one page")
+				verdicts[v.WorkerIdentity] = pg.List + "/" + v.ReasonCode
+				Expect(v.Evidence).NotTo(BeEmpty(), "%s has its evidence", v.WorkerIdentity)
+			}
+		}
+		for _, n := range wantRetired {
+			Expect(verdicts).To(HaveKeyWithValue(n, "Candidates/eligible_stale_orphan"))
+		}
+		for _, n := range []string{"live-c0", "dead-c1"} {
+			Expect(verdicts).To(HaveKeyWithValue(n, "Preserved/host_binding_unproven"))
+		}
+		Expect(verdicts).To(HaveKeyWithValue("fresh-a", "Preserved/heartbeat_not_expired"))
+		Expect(verdicts).To(HaveLen(len(ownershipOf(ns))), "every registration is on a page")
 
 		By("the approval lands some seconds later, the GitOps way, while the live workers keep heartbeating")
 		time.Sleep(6 * time.Second)
