@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"code.gitea.io/sdk/gitea"
 	. "github.com/onsi/ginkgo/v2"
@@ -84,6 +85,44 @@ var _ = Describe("claim, release, complete and token", func() {
 		Expect(tc.Status.Capability.Role).To(Equal("author"))
 		r = fleet(ns, append(asWorker(ns, winner), "--worker", winner, "complete", tc.Name, "-o", "jsonpath={.status.phase}")...)
 		Expect(r.stdout).To(Equal(fleetv1alpha1.ClaimPhaseCompleted))
+	})
+
+	It("does not report a release done while the controller cannot clear the Gitea record, and frees the target once it can", func() {
+		ns := newNamespace()
+		a := register(ns, newLogin("a"), startChild())
+		b := register(ns, newLogin("b"), startChild())
+		n := strconv.FormatInt(newIssue("clear"), 10)
+		r := fleetCmd(ctx, ns, workerEnv(a), append(asWorker(ns, a), "claim", "issue", n)...)
+		Expect(r.code).To(Equal(cli.ExitOK), "%s", r)
+
+		By("Gitea unreachable for the controller: release waits, and gives up without claiming success")
+		giteaDown.Store(true)
+		DeferCleanup(func() { giteaDown.Store(false) })
+		r = fleetCmd(ctx, ns, workerEnv(a), append(asWorker(ns, a), "--worker", a, "release", "--timeout", "8s")...)
+		Expect(r.code).To(Equal(cli.ExitTimeout), "%s", r)
+		Expect(r.stdout).NotTo(ContainSubstring("released"), "%s", r)
+		GinkgoWriter.Printf("release while Gitea is down: %s\n", r.stderr)
+		var held *fleetv1alpha1.TaskClaim
+		for _, tc := range claimsOf(ns) {
+			if tc.Spec.Worker == a {
+				held = &tc
+			}
+		}
+		Expect(held).NotTo(BeNil())
+		Expect(meta.IsStatusConditionTrue(held.Status.Conditions, fleetv1alpha1.RecordClearedCondition)).To(BeFalse(),
+			"the record cannot have been cleared: %v", held.Status.Conditions)
+
+		By("Gitea back: the record is cleared, and the other worker claims the target")
+		giteaDown.Store(false)
+		Eventually(func(g Gomega) {
+			for _, tc := range claimsOf(ns) {
+				if tc.Spec.Worker == a {
+					g.Expect(meta.IsStatusConditionTrue(tc.Status.Conditions, fleetv1alpha1.RecordClearedCondition)).To(BeTrue(), "%v", tc.Status.Conditions)
+				}
+			}
+		}, 3*time.Minute, time.Second).Should(Succeed())
+		r = fleetCmd(ctx, ns, workerEnv(b), append(asWorker(ns, b), "claim", "issue", n)...)
+		Expect(r.code).To(Equal(cli.ExitOK), "%s", r)
 	})
 
 	It("exits with the code of each refusal class the controller gives", func() {

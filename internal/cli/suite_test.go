@@ -7,10 +7,13 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,6 +71,23 @@ func TestMain(m *testing.M) {
 func TestKubectlFleet(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "kubectl-fleet suite (envtest kube-apiserver + real Gitea)")
+}
+
+// giteaDown makes every Gitea request of the suite's controller fail.
+var giteaDown atomic.Bool
+
+// giteaSwitch is the controller's way to Gitea: refused while giteaDown is set.
+type giteaSwitch struct{ base http.RoundTripper }
+
+func (g giteaSwitch) RoundTrip(req *http.Request) (*http.Response, error) {
+	if giteaDown.Load() {
+		return nil, errors.New("gitea is down (test switch)")
+	}
+	base := g.base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return base.RoundTrip(req)
 }
 
 var _ = BeforeSuite(func() {
@@ -129,7 +149,10 @@ var _ = BeforeSuite(func() {
 		Recorder: mgr.GetEventRecorder("retirementplan-controller"),
 		Agent:    agent, AgentNamespace: agentNamespace,
 	}).SetupWithManager(mgr)).To(Succeed())
-	gc, err := giteaclaim.New(srv.URL, srv.Token, giteaclaim.WithHTTPClient(srv.HTTP))
+	// The controller reaches Gitea through a switch a spec can turn off, to see what the
+	// CLI does while the controller cannot clear a record.
+	gc, err := giteaclaim.New(srv.URL, srv.Token, giteaclaim.WithHTTPClient(&http.Client{
+		Transport: giteaSwitch{base: srv.HTTP.Transport}, Timeout: srv.HTTP.Timeout}))
 	Expect(err).NotTo(HaveOccurred())
 	Expect((&taskclaim.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Gitea: gc, Verdicts: reviewer, Fence: fence,
