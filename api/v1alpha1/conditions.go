@@ -37,6 +37,11 @@ const (
 	ApprovedCondition = "Approved"
 	// AppliedCondition is True only when an approved plan was applied cleanly.
 	AppliedCondition = "Applied"
+	// PagesReadyCondition is True once every row's verdict is in the plan's pages
+	// (status.pages). A plan is planned first, with complete counts and the first rows of
+	// each list in status; its pages follow. Approving does not wait for them: apply never
+	// reads pages.
+	PagesReadyCondition = "PagesReady"
 )
 
 // RetirementPlan reasons (for Ready, Stalled, Approved and Applied). They are defined in
@@ -86,6 +91,15 @@ const (
 	// ReasonAwaitingFleetApproval is used on a host plan while its fleet plan is not
 	// Approved (Approved=False).
 	ReasonAwaitingFleetApproval = "AwaitingFleetApproval"
+	// ReasonPagesWritten is used when every page is written (PagesReady=True).
+	ReasonPagesWritten = retirement.ConditionPagesWritten
+	// ReasonWritingPages is used while a planned plan's pages are being written
+	// (PagesReady=False).
+	ReasonWritingPages = retirement.ConditionWritingPages
+	// ReasonPagesNotWritten is used when the pages could not be written, or the agent that
+	// planned stopped before writing them (PagesReady=False, final). Counts, fingerprints
+	// and the status lists stay right; a new plan pages every row.
+	ReasonPagesNotWritten = retirement.ConditionPagesNotWritten
 )
 
 // TaskClaim condition types.

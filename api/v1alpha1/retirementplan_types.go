@@ -419,8 +419,10 @@ type RetirementPlanStatus struct {
 	PostApply *PostApply `json:"postApply,omitempty"`
 
 	// pages says where the full candidates and preserved lists are: RetirementPlanPage
-	// objects owned by this plan, written with the plan. The lists in this status stop at
-	// 100 rows each; the pages hold every row with its reason, detail and evidence.
+	// objects owned by this plan. The lists in this status stop at 100 rows each; the
+	// pages hold every row with its reason, detail and evidence. The pages are written
+	// right after the plan is planned: pages is set, and the PagesReady condition True,
+	// once they hold every row.
 	// +optional
 	Pages *RetirementPlanPages `json:"pages,omitempty"`
 

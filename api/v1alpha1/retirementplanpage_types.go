@@ -18,11 +18,12 @@ const PlanLabel = "fleet.giteatools.dev/plan"
 
 // RetirementPlanPage holds one page of a RetirementPlan's per-row verdicts.
 //
-// A plan's status lists at most the first 500 candidates and 500 preserved rows, so that
+// A plan's status lists at most the first 100 candidates and 100 preserved rows, so that
 // it stays far below etcd's object size limit at any fleet size; its counts are always
 // complete. The full list, every row with its reason code, detail and evidence, is kept
 // in pages owned by the plan (like EndpointSlices for a Service): written by the
-// controller with the plan, never by users, and deleted with the plan. Pages are a
+// controller right after the plan is planned (the plan's PagesReady condition turns True
+// when they are complete), never by users, and deleted with the plan. Pages are a
 // report, not an input: approving and applying a plan never reads them.
 //
 // +kubebuilder:object:root=true

@@ -1,5 +1,7 @@
 package retirement
 
+import "fmt"
+
 // Page limits: a RetirementPlanPage holds at most PageMaxRows rows and about
 // PageMaxBytes of them, well under etcd's 1.5 MiB object limit whatever a row's detail
 // and evidence weigh (a row's detail is at most 1 KiB; its evidence is a few short
@@ -117,6 +119,69 @@ func ExpandPage(shared Assessment, own []Assessment) []Assessment {
 			a.Evidence = ev
 		}
 		out[i] = a
+	}
+	return out
+}
+
+// Reasons of a plan's PagesReady condition. A plan is planned, with its counts and the
+// first rows of each list in status, before its pages are written: the pages follow, and
+// PagesReady says when they hold every row.
+const (
+	// ConditionPagesWritten: every page is written; status.pages lists them (True).
+	ConditionPagesWritten = "PagesWritten"
+	// ConditionWritingPages: the plan is planned and its pages are being written (False).
+	ConditionWritingPages = "WritingPages"
+	// ConditionPagesNotWritten: the pages could not be written, or the agent that
+	// planned stopped before it wrote them (False, final). The plan's counts, fingerprints
+	// and status lists are unaffected; only the full per-row listing is missing.
+	ConditionPagesNotWritten = "PagesNotWritten"
+)
+
+// HostPages is what a fleet plan knows of one host plan's pages.
+type HostPages struct {
+	HostID string
+	// State is the host plan's PagesReady reason; empty when it has none yet.
+	State string
+	// AgentLost says the host's agent went away: pages it had not written yet never come.
+	AgentLost bool
+}
+
+// FleetPages is the fleet plan's PagesReady: written once every host plan's pages are,
+// not written (final) as soon as one host plan's never will be, and writing otherwise.
+// The message names the hosts that hold it back.
+func FleetPages(hosts []HostPages) (reason, message string) {
+	var missing, writing []string
+	for _, h := range hosts {
+		switch {
+		case h.State == ConditionPagesWritten:
+		case h.State == ConditionPagesNotWritten || h.AgentLost:
+			missing = append(missing, h.HostID)
+		default:
+			writing = append(writing, h.HostID)
+		}
+	}
+	switch {
+	case len(missing) > 0:
+		return ConditionPagesNotWritten, "No pages hold the rows of host(s) " + listHosts(missing) +
+			"; their host plans' status keeps the counts and the first rows of each list"
+	case len(writing) > 0:
+		return ConditionWritingPages, "Waiting for the pages of host(s) " + listHosts(writing)
+	}
+	return ConditionPagesWritten, "Every row of the plan is in the pages status.pages.selector lists"
+}
+
+// listHosts names up to five hosts, then how many more.
+func listHosts(hosts []string) string {
+	const shown = 5
+	out := ""
+	for i, h := range hosts {
+		if i == shown {
+			return out + fmt.Sprintf(" and %d more", len(hosts)-shown)
+		}
+		if i > 0 {
+			out += ", "
+		}
+		out += h
 	}
 	return out
 }

@@ -149,3 +149,52 @@ func TestCompactPageFactorsWhatEveryRowShares(t *testing.T) {
 		t.Errorf("a page of one row is not kept whole: %+v %+v", s, o)
 	}
 }
+
+func TestFleetPages(t *testing.T) {
+	written := HostPages{HostID: "a", State: ConditionPagesWritten}
+	for _, tc := range []struct {
+		name        string
+		hosts       []HostPages
+		want        string
+		mentions    []string
+		notMentions []string
+	}{
+		{name: "no host plan: only the fleet plan's own pages, written at fan-out", want: ConditionPagesWritten},
+		{name: "every host plan written", hosts: []HostPages{written, {HostID: "b", State: ConditionPagesWritten}}, want: ConditionPagesWritten},
+		{name: "a host plan still writing", hosts: []HostPages{written, {HostID: "b", State: ConditionWritingPages}},
+			want: ConditionWritingPages, mentions: []string{"b"}, notMentions: []string{"a"}},
+		{name: "a host plan with no PagesReady yet counts as writing", hosts: []HostPages{{HostID: "b"}},
+			want: ConditionWritingPages, mentions: []string{"b"}},
+		{name: "one host plan's pages never come: final, even while another still writes",
+			hosts: []HostPages{{HostID: "b", State: ConditionWritingPages}, {HostID: "c", State: ConditionPagesNotWritten}},
+			want:  ConditionPagesNotWritten, mentions: []string{"c"}, notMentions: []string{"b"}},
+		{name: "a lost host's unwritten pages never come", hosts: []HostPages{written, {HostID: "b", State: ConditionWritingPages, AgentLost: true}},
+			want: ConditionPagesNotWritten, mentions: []string{"b"}},
+		{name: "a lost host whose pages were written is fine", hosts: []HostPages{{HostID: "b", State: ConditionPagesWritten, AgentLost: true}},
+			want: ConditionPagesWritten},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, msg := FleetPages(tc.hosts)
+			if got != tc.want {
+				t.Fatalf("FleetPages = %q (%s), want %q", got, msg, tc.want)
+			}
+			for _, h := range tc.mentions {
+				if !strings.Contains(msg, h) {
+					t.Errorf("message %q does not name host %q", msg, h)
+				}
+			}
+			for _, h := range tc.notMentions {
+				if strings.Contains(msg, "host(s) "+h) {
+					t.Errorf("message %q names host %q", msg, h)
+				}
+			}
+		})
+	}
+}
+
+func TestListHostsStopsAtFive(t *testing.T) {
+	got := listHosts([]string{"h1", "h2", "h3", "h4", "h5", "h6", "h7"})
+	if want := "h1, h2, h3, h4, h5 and 2 more"; got != want {
+		t.Fatalf("listHosts = %q, want %q", got, want)
+	}
+}

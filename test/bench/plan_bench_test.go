@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -147,6 +148,7 @@ func (pm *planManager) warmUp(ctx context.Context, b *testing.B, c client.WithWa
 	if got := waitPlanned(b, w, p.Name); got.Status.Outcome != retirement.OutcomePlanned {
 		b.Fatalf("the warm-up plan ended %q", got.Status.Outcome)
 	}
+	waitPaged(b, w, p.Name)
 	// An empty namespace has no host plan, whose read of the task claims is the other
 	// first read.
 	if err := c.List(ctx, &fleetv1alpha1.TaskClaimList{}, client.InNamespace(ns)); err != nil {
@@ -182,9 +184,12 @@ func (pm *planManager) cachedRows(ctx context.Context, b *testing.B, ns string, 
 
 // BenchmarkPlan measures a plan end to end through the API server, as the shipped manager
 // makes it: a RetirementPlan is created, and the manager's own controller (its watch,
-// fan-out to this host's plan, the reads straight from the API server, the probes, the
-// pages and the status writes) runs until the plan's status says planned. The same-run
-// baseline is one bare List of the same registrations. It also prints the size of every
+// fan-out to this host's plan, the reads straight from the API server, the probes and the
+// status writes) runs until the fleet plan's status says planned, with its fingerprints,
+// counts and identities: what a reviewer approves. It then goes on until the plan's
+// PagesReady condition says every row's verdict is in its pages, reported apart (paged-ns,
+// paged/bare). The same-run baseline is one bare List of the same registrations. It also
+// prints the size of every
 // status object (the fleet plan's and the host plan's) and of the largest page, the
 // manager's steady heap per cached registration (after GC, rows in the cache) and its peak
 // heap growth during the plan per row, from which the manager's memory is sized
@@ -213,7 +218,7 @@ func BenchmarkPlan(b *testing.B) {
 			perRegistration := float64(int64(cached)-int64(idle)) / float64(rows)
 
 			profile := startProfile(b)
-			var bare, plan time.Duration
+			var bare, plan, paging time.Duration
 			var statusBytes, pageBytes, pages int
 			var peak uint64
 			for i := range b.N {
@@ -239,21 +244,29 @@ func BenchmarkPlan(b *testing.B) {
 				planned := waitPlanned(b, w, p.Name)
 				plan += time.Since(start)
 				b.StopTimer()
+				paged := waitPaged(b, w, p.Name)
+				paging += time.Since(start)
 				w.Stop()
 				stop()
 				if planned.Status.Outcome != retirement.OutcomePlanned || int(planned.Status.CandidateCount) != rows {
 					b.Fatalf("plan: outcome %q with %d candidates, want planned with %d (preserved %v)",
 						planned.Status.Outcome, planned.Status.CandidateCount, rows, planned.Status.PreservedReasonCounts)
 				}
+				if !meta.IsStatusConditionTrue(paged.Status.Conditions, fleetv1alpha1.PagesReadyCondition) || paged.Status.Pages == nil {
+					b.Fatalf("plan %s: its pages were not written: %+v", p.Name, meta.FindStatusCondition(paged.Status.Conditions, fleetv1alpha1.PagesReadyCondition))
+				}
 				statusBytes = statusSizes(ctx, b, c, ns)
 				pages, pageBytes = pageSizes(ctx, b, c, ns, p.Name, rows)
 			}
 			profile()
 			ratio := float64(plan) / float64(bare)
+			pagedRatio := float64(paging) / float64(bare)
 			heapPerRow := float64(peak) / float64(rows)
 			b.ReportMetric(float64(plan.Nanoseconds())/float64(b.N), "plan-ns")
 			b.ReportMetric(float64(bare.Nanoseconds())/float64(b.N), "bare-list-ns")
 			b.ReportMetric(ratio, "plan/bare")
+			b.ReportMetric(float64(paging.Nanoseconds())/float64(b.N), "paged-ns")
+			b.ReportMetric(pagedRatio, "paged/bare")
 			b.ReportMetric(float64(statusBytes), "max-status-B")
 			b.ReportMetric(float64(pageBytes), "max-page-B")
 			b.ReportMetric(perRegistration, "heap-B/registration")
@@ -267,6 +280,8 @@ func BenchmarkPlan(b *testing.B) {
 			fmt.Printf("bench plan: %d rows: plan %v, bare List %v, ratio %.2fx (%s the %.1fx goal); largest status %d B, %d pages, largest page %d B (%s the %d B limit)\n",
 				rows, plan/time.Duration(b.N), bare/time.Duration(b.N), ratio, verdict(ratio <= planRatioGoal), planRatioGoal,
 				statusBytes, pages, pageBytes, verdict(statusBytes < statusLimitBytes && pageBytes < statusLimitBytes), statusLimitBytes)
+			fmt.Printf("bench plan: %d rows: every row paged %v after the plan was created, %.2fx the bare List\n",
+				rows, paging/time.Duration(b.N), pagedRatio)
 			fmt.Printf("bench plan: %d rows: manager heap %.0f B per cached registration (steady, after GC; %s the %d B goal), peak heap growth during the plan %.0f B/row (%.0f MiB)\n",
 				rows, perRegistration, verdict(perRegistration <= registrationGoalBytes), registrationGoalBytes, heapPerRow, float64(peak)/(1<<20))
 		})
@@ -316,6 +331,24 @@ func waitPlanned(b *testing.B, w watch.Interface, name string) *fleetv1alpha1.Re
 // accepts, and returns it.
 func waitOutcome(b *testing.B, w watch.Interface, name string, done func(outcome string) bool) *fleetv1alpha1.RetirementPlan {
 	b.Helper()
+	return waitPlan(b, w, name, "an awaited outcome", func(p *fleetv1alpha1.RetirementPlan) bool {
+		return p.Status.Outcome != "" && done(p.Status.Outcome)
+	})
+}
+
+// waitPaged follows the watch until plan name's pages are settled (PagesReady True, or
+// False for good), and returns it.
+func waitPaged(b *testing.B, w watch.Interface, name string) *fleetv1alpha1.RetirementPlan {
+	b.Helper()
+	return waitPlan(b, w, name, "settled pages", func(p *fleetv1alpha1.RetirementPlan) bool {
+		c := meta.FindStatusCondition(p.Status.Conditions, fleetv1alpha1.PagesReadyCondition)
+		return c != nil && c.Reason != fleetv1alpha1.ReasonWritingPages
+	})
+}
+
+// waitPlan follows the watch until plan name is as done wants it, and returns it.
+func waitPlan(b *testing.B, w watch.Interface, name, what string, done func(*fleetv1alpha1.RetirementPlan) bool) *fleetv1alpha1.RetirementPlan {
+	b.Helper()
 	timeout := time.After(30 * time.Minute)
 	for {
 		select {
@@ -323,13 +356,11 @@ func waitOutcome(b *testing.B, w watch.Interface, name string, done func(outcome
 			if !ok {
 				b.Fatal("the watch of the plans ended")
 			}
-			p, isPlan := ev.Object.(*fleetv1alpha1.RetirementPlan)
-			if !isPlan || p.Name != name || p.Status.Outcome == "" || !done(p.Status.Outcome) {
-				continue
+			if p, isPlan := ev.Object.(*fleetv1alpha1.RetirementPlan); isPlan && p.Name == name && done(p) {
+				return p
 			}
-			return p
 		case <-timeout:
-			b.Fatalf("plan %s reached no awaited outcome within 30 minutes", name)
+			b.Fatalf("plan %s reached %s within 30 minutes", name, what)
 		}
 	}
 }

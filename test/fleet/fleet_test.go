@@ -191,6 +191,8 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 		registryAtPlan := jsonpath(ns, "retire-dead", ".status.registryFingerprint")
 
 		By("kubectl lists every row's verdict in the fleet's pages, each page storing once what its rows share")
+		// The pages follow the planned status: kubectl wait says when they hold every row.
+		kubectl("-n", ns, "wait", "retirementplan/retire-dead", "--for=condition=PagesReady", "--timeout=60s")
 		selector := jsonpath(ns, "retire-dead", ".status.pages.selector")
 		Expect(selector).NotTo(BeEmpty())
 		var pages fleetv1alpha1.RetirementPlanPageList

@@ -131,6 +131,9 @@ type Reconciler struct {
 	HostAgentGrace time.Duration
 	// planLocks serialises the work on one host plan in this process (lockPlan).
 	planLocks sync.Map
+	// pendingPages holds, per host plan, the verdicts of a plan this agent recorded as
+	// planned and whose pages it has yet to write (pages.go).
+	pendingPages sync.Map
 }
 
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplans,verbs=get;list;watch;create
@@ -146,10 +149,13 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	plan := &fleetv1alpha1.RetirementPlan{}
 	if err := r.Get(ctx, req.NamespacedName, plan); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forgetPages(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if plan.Spec.HostID != "" {
-		return r.reconcileHost(ctx, req.NamespacedName, plan.Spec.HostID)
+		return r.reconcileHost(ctx, req.NamespacedName, plan.Spec.HostID, false)
 	}
 	// Only the fleet coordinator writes a fleet plan, but one that just lost its Lease may
 	// have written it too: each attempt reads it afresh, and a conflict is answered by
@@ -181,17 +187,16 @@ func (r *Reconciler) plan(ctx context.Context, plan *fleetv1alpha1.RetirementPla
 	// pages are written, the plan's largest allocations.
 	snapshot := r.snapshotOf(plan.Namespace, fresh.items)
 	fresh.items = nil
-	pages, err := r.writePages(ctx, plan, fresh.plan)
-	if err != nil {
-		return err
-	}
 	setPlanStatus(plan, fresh.plan, r.Clock.Now())
-	plan.Status.Pages = pages
 	if plan.Spec.HostID != "" {
 		markHostPlan(plan)
 	}
 	plan.Status.Snapshot = snapshot
+	// The verdicts are kept for the pages, which follow this write (writePending): the
+	// plan is planned, and can be approved, before every row is paged.
+	r.holdPages(plan, fresh.plan)
 	if err := r.Status().Update(ctx, plan); err != nil { // guarded by the resourceVersion read above
+		r.forgetPages(client.ObjectKeyFromObject(plan))
 		return fmt.Errorf("writing plan status: %w", err)
 	}
 	p := fresh.plan

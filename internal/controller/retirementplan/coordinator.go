@@ -102,7 +102,13 @@ func (r *Reconciler) lockPlan(key types.NamespacedName) func() {
 // reconcileHost plans and, once its fleet plan is approved, applies a host plan. Only the
 // agent holding the host's Lease does anything; a standby agent, or one of another host,
 // writes nothing.
-func (r *Reconciler) reconcileHost(ctx context.Context, key types.NamespacedName, hostID string) (ctrl.Result, error) {
+//
+// A plan's pages are written after the status that records it planned. When the fleet
+// plan's reconcile runs a host plan of this host (inline), the pages of a plan it just
+// recorded wait for the host plan's own reconcile, which that status write enqueues, so
+// the fleet plan aggregates first. Pages pending from earlier are written before
+// anything else is done to the plan.
+func (r *Reconciler) reconcileHost(ctx context.Context, key types.NamespacedName, hostID string, inline bool) (ctrl.Result, error) {
 	if !r.holds(hostID) {
 		return ctrl.Result{}, nil
 	}
@@ -112,6 +118,11 @@ func (r *Reconciler) reconcileHost(ctx context.Context, key types.NamespacedName
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	logger := log.FromContext(ctx).WithValues("RetirementPlan", klogRef(plan), "host", hostID)
+	if pagesPending(plan) {
+		if err := r.writePending(ctx, plan); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	// An apply recorded as in progress: wait for its holder, or take over a lapsed hold
 	// and complete the report from the rows (intent.go). Nothing else touches such a plan.
 	if applyInProgress(plan) {
@@ -125,6 +136,12 @@ func (r *Reconciler) reconcileHost(ctx context.Context, key types.NamespacedName
 			return ctrl.Result{}, err
 		}
 		logger.Info("Planned host plan", "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
+		if inline {
+			return ctrl.Result{}, nil
+		}
+		if err := r.writePending(ctx, plan); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if r.effectiveApproval(ctx, plan) == nil {
 		return ctrl.Result{}, nil // the fleet plan's change enqueues this host plan again
@@ -215,6 +232,13 @@ func (r *Reconciler) retiredBy(plan *fleetv1alpha1.RetirementPlan) string {
 // guarded by resourceVersion, and a conflict is retried from a fresh read.
 func (r *Reconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
+	if plan.Status.Outcome != "" && pagesPending(plan) && r.coordinates() {
+		// Host plans write their pages after they are planned, and the fleet plan may be
+		// applied by then: its pages are recorded whatever its outcome.
+		if err := r.refreshFleetPages(ctx, plan); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	if plan.Status.Outcome != "" && plan.Status.Outcome != retirement.OutcomePlanned {
 		return ctrl.Result{}, nil
 	}
@@ -429,7 +453,7 @@ func (r *Reconciler) runLocalHostPlans(ctx context.Context, plan *fleetv1alpha1.
 		if !r.holds(h.HostID) {
 			continue
 		}
-		res, err := r.reconcileHost(ctx, types.NamespacedName{Namespace: plan.Namespace, Name: h.Plan}, h.HostID)
+		res, err := r.reconcileHost(ctx, types.NamespacedName{Namespace: plan.Namespace, Name: h.Plan}, h.HostID, true)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -452,6 +476,47 @@ func (r *Reconciler) shares(ctx context.Context, plan *fleetv1alpha1.RetirementP
 		out = append(out, shareOf(h, children[h.HostID]))
 	}
 	return out, children, nil
+}
+
+// recordFleetPages sets a planned fleet plan's PagesReady from its host plans' and, once
+// every host plan's pages are written, its status.pages.
+func (r *Reconciler) recordFleetPages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, children map[string]*fleetv1alpha1.RetirementPlan) error {
+	hosts := make([]retirement.HostPages, 0, len(plan.Status.Hosts))
+	for _, h := range plan.Status.Hosts {
+		hp := retirement.HostPages{HostID: h.HostID, AgentLost: h.Agent == ""}
+		if c := children[h.HostID]; c != nil {
+			if cond := meta.FindStatusCondition(c.Status.Conditions, fleetv1alpha1.PagesReadyCondition); cond != nil {
+				hp.State = cond.Reason
+			}
+			hp.AgentLost = hp.AgentLost || meta.IsStatusConditionTrue(c.Status.Conditions, conditionHostAgentLost)
+		}
+		hosts = append(hosts, hp)
+	}
+	reason, message := retirement.FleetPages(hosts)
+	written := reason == fleetv1alpha1.ReasonPagesWritten
+	conditions.Set(&plan.Status.Conditions, plan.Generation, fleetv1alpha1.PagesReadyCondition, written, reason, message)
+	plan.Status.Pages = nil
+	if written {
+		pages, err := r.fleetPages(ctx, plan, children)
+		if err != nil {
+			return err
+		}
+		plan.Status.Pages = pages
+	}
+	return nil
+}
+
+// refreshFleetPages records a planned fleet plan's pages as its host plans write theirs.
+func (r *Reconciler) refreshFleetPages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
+	children, err := r.hostPlans(ctx, plan)
+	if err != nil {
+		return err
+	}
+	before := plan.Status.DeepCopy()
+	if err := r.recordFleetPages(ctx, plan, children); err != nil {
+		return err
+	}
+	return r.updateIfChanged(ctx, plan, before)
 }
 
 // fleetPages is a planned fleet plan's status.pages: the page counts of its host plans
@@ -515,12 +580,10 @@ func (r *Reconciler) aggregatePlan(ctx context.Context, plan *fleetv1alpha1.Reti
 			break
 		}
 	}
-	pages, err := r.fleetPages(ctx, plan, children)
-	if err != nil {
+	setFleetPlanStatus(plan, fp, r.Clock.Now())
+	if err := r.recordFleetPages(ctx, plan, children); err != nil {
 		return false, err
 	}
-	setFleetPlanStatus(plan, fp, r.Clock.Now())
-	s.Pages = pages
 	if err := r.Status().Update(ctx, plan); err != nil {
 		return false, fmt.Errorf("writing the fleet plan: %w", err)
 	}
@@ -533,13 +596,18 @@ func (r *Reconciler) aggregatePlan(ctx context.Context, plan *fleetv1alpha1.Reti
 
 // aggregateApply writes the fleet plan's apply result once every host plan has one.
 func (r *Reconciler) aggregateApply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
-	shares, _, err := r.shares(ctx, plan)
+	shares, children, err := r.shares(ctx, plan)
 	if err != nil {
 		return err
 	}
 	rep, message, done := retirement.AggregateApply(shares)
 	before := plan.Status.DeepCopy()
 	recordShares(plan, shares)
+	if pagesPending(plan) { // a host plan may have written its pages just before its apply
+		if err := r.recordFleetPages(ctx, plan, children); err != nil {
+			return err
+		}
+	}
 	if !done {
 		return r.updateIfChanged(ctx, plan, before)
 	}
@@ -565,6 +633,11 @@ func (r *Reconciler) aggregateApply(ctx context.Context, plan *fleetv1alpha1.Ret
 			return nil // another agent recorded the same aggregate
 		}
 		recordShares(plan, shares)
+		if pagesPending(plan) {
+			if err := r.recordFleetPages(ctx, plan, children); err != nil {
+				return err
+			}
+		}
 	}
 	plansTotal.WithLabelValues(rep.Outcome).Inc()
 	kind := "Normal"

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -145,9 +147,9 @@ func markLost(child *fleetv1alpha1.RetirementPlan, detail string) {
 }
 
 // planLostHost writes the dry run of a host plan whose host lost its agent before
-// planning (retirement.LostHostPlan). It lists its rows in status only (no pages: the
-// rows are exactly the host's), and the write is guarded by the resourceVersion read, so
-// an agent that came back and planned first wins.
+// planning (retirement.LostHostPlan), every row preserved. Its pages are written first,
+// by the coordinator, like a fan-out's own; the status write is guarded by the
+// resourceVersion read, so an agent that came back and planned first wins.
 func (r *Reconciler) planLostHost(ctx context.Context, child *fleetv1alpha1.RetirementPlan, detail string) error {
 	regs := &fleetv1alpha1.WorkerRegistrationList{}
 	if err := r.APIReader.List(ctx, regs, client.InNamespace(child.Namespace)); err != nil {
@@ -163,7 +165,24 @@ func (r *Reconciler) planLostHost(ctx context.Context, child *fleetv1alpha1.Reti
 	if err := r.Status().Update(ctx, child); err != nil {
 		return fmt.Errorf("closing host plan %s: %w", child.Name, err)
 	}
-	return nil
+	// Should the coordinator stop before this, PagesReady stays absent, and the fleet
+	// plan reports the host's pages as not written.
+	pages, err := r.writePages(ctx, child, p)
+	if err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		child.Status.Pages = pages
+		conditions.Set(&child.Status.Conditions, child.Generation, fleetv1alpha1.PagesReadyCondition, true, fleetv1alpha1.ReasonPagesWritten,
+			fmt.Sprintf("%d preserved page(s) hold every row", pages.Preserved))
+		err := r.Status().Update(ctx, child)
+		if apierrors.IsConflict(err) {
+			if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(child), child); gerr != nil {
+				return gerr
+			}
+		}
+		return err
+	})
 }
 
 // listWithoutAgent adds a lost host to the fleet plan's hostsWithoutAgent (once).

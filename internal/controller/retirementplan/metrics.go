@@ -34,6 +34,11 @@ var (
 			"(wait: found it held; intent: lost the race to record the intent; renew: lost the hold mid-apply; report: lost it before the report).",
 	}, []string{"stage"})
 
+	pagesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fleet_retirement_plan_pages_total",
+		Help: "Plans whose pages were written after planning, by result (written; failed: the writes kept failing; lost: the agent that planned stopped first).",
+	}, []string{"result"})
+
 	preservedTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "fleet_registrations_preserved_total",
 		Help: "Registrations preserved by a plan or an apply, by reason code.",
@@ -90,7 +95,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(plansTotal, approvalsTotal, retiredTotal, takeoversTotal, refusedAppliersTotal, preservedTotal, fleetWorkers, fleetSafe, fleetBlockers,
+	metrics.Registry.MustRegister(plansTotal, approvalsTotal, retiredTotal, takeoversTotal, refusedAppliersTotal, pagesTotal, preservedTotal, fleetWorkers, fleetSafe, fleetBlockers,
 		fleetPlanHosts, hostPlansCreated, fleetConflicts, hostsLostTotal, fleetStandbyTotal)
 }
 

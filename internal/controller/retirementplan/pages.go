@@ -6,15 +6,21 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
+	"github.com/giteatools/fleet-controller/internal/controller/conditions"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 
@@ -164,3 +170,101 @@ func (r *Reconciler) pageRows() int {
 	}
 	return retirement.PageMaxRows
 }
+
+// pageJob is a planned plan's verdicts, kept in this agent's memory from the status write
+// that records the plan until its pages are written. Only the agent that computed the
+// verdicts holds them: the same plan computed again later could differ, so a restarted
+// agent does not rewrite them; it reports the pages as not written instead.
+type pageJob struct {
+	uid                  types.UID
+	plannedAt            time.Time
+	candidateFingerprint string
+	plan                 retirement.Plan
+}
+
+// pageWriteBackoff retries a failed page write a few times, within seconds, before the
+// pages are given up.
+var pageWriteBackoff = wait.Backoff{Steps: 4, Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.1}
+
+// pagesPending says whether plan is planned and its pages are still to be written.
+func pagesPending(plan *fleetv1alpha1.RetirementPlan) bool {
+	c := meta.FindStatusCondition(plan.Status.Conditions, fleetv1alpha1.PagesReadyCondition)
+	return c != nil && c.Reason == fleetv1alpha1.ReasonWritingPages
+}
+
+// holdPages records, on a plan about to be written as planned, that its pages follow, and
+// keeps its verdicts for writePending.
+func (r *Reconciler) holdPages(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan) {
+	plan.Status.Pages = nil
+	conditions.Set(&plan.Status.Conditions, plan.Generation, fleetv1alpha1.PagesReadyCondition, false, fleetv1alpha1.ReasonWritingPages,
+		fmt.Sprintf("Writing the pages of %d candidate(s) and %d preserved row(s)", p.CandidateCount, p.PreservedCount))
+	r.pendingPages.Store(client.ObjectKeyFromObject(plan), pageJob{uid: plan.UID, plannedAt: plan.Status.PlannedAt.Rfc3339Copy().Time, candidateFingerprint: p.CandidateFingerprint, plan: p})
+}
+
+// writePending writes the pages of a plan this agent planned, then records them in
+// status.pages with PagesReady=True. A plan whose verdicts this agent does not hold (it
+// restarted, or another agent planned) gets PagesReady=False, PagesNotWritten, as does
+// one whose pages still fail after a few retries. Either way the plan itself is untouched:
+// its counts, fingerprints and lists are in status, and approval and apply never read
+// pages.
+func (r *Reconciler) writePending(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
+	v, held := r.pendingPages.LoadAndDelete(client.ObjectKeyFromObject(plan))
+	job, _ := v.(pageJob)
+	if held && (job.uid != plan.UID || plan.Status.PlannedAt == nil || !plan.Status.PlannedAt.Time.Equal(job.plannedAt) || plan.Status.CandidateFingerprint != job.candidateFingerprint) {
+		held = false // verdicts of an earlier attempt of this plan
+	}
+	reason, message := fleetv1alpha1.ReasonPagesNotWritten,
+		"The agent that planned this plan stopped before it wrote the pages; status keeps the counts and the first rows of each list, and a new plan pages every row"
+	var pages *fleetv1alpha1.RetirementPlanPages
+	if held {
+		err := retry.OnError(pageWriteBackoff, func(error) bool { return ctx.Err() == nil }, func() error {
+			var err error
+			pages, err = r.writePages(ctx, plan, job.plan)
+			return err
+		})
+		switch {
+		case err == nil:
+			reason, message = fleetv1alpha1.ReasonPagesWritten,
+				fmt.Sprintf("%d candidate page(s) and %d preserved page(s) hold every row", pages.Candidates, pages.Preserved)
+		case ctx.Err() != nil:
+			r.pendingPages.Store(client.ObjectKeyFromObject(plan), job) // shutting down: nothing to report yet
+			return err
+		default:
+			message = "Writing the pages failed: " + err.Error()
+			pagesTotal.WithLabelValues("failed").Inc()
+		}
+	}
+	if !held {
+		pagesTotal.WithLabelValues("lost").Inc()
+	}
+	if reason == fleetv1alpha1.ReasonPagesNotWritten {
+		r.Recorder.Eventf(plan, nil, "Warning", reason, "Plan", "%s", message)
+	}
+	// The plan's other fields may have moved meanwhile (the fleet coordinator closing the
+	// plan of a lost host): only pages and PagesReady are this write's.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		conditions.Set(&plan.Status.Conditions, plan.Generation, fleetv1alpha1.PagesReadyCondition,
+			reason == fleetv1alpha1.ReasonPagesWritten, reason, message)
+		plan.Status.Pages = pages
+		err := r.Status().Update(ctx, plan)
+		if apierrors.IsConflict(err) {
+			if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(plan), plan); gerr != nil {
+				return gerr
+			}
+			if !pagesPending(plan) {
+				return nil // recorded already
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("recording the plan's pages: %w", err)
+	}
+	if reason == fleetv1alpha1.ReasonPagesWritten {
+		pagesTotal.WithLabelValues("written").Inc()
+	}
+	return nil
+}
+
+// forgetPages lets go of the verdicts held for a plan that is gone.
+func (r *Reconciler) forgetPages(key types.NamespacedName) { r.pendingPages.Delete(key) }

@@ -10,8 +10,10 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
@@ -84,6 +86,27 @@ func hostPlanOf(p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementPlan {
 	return hp
 }
 
+// writePlanPages runs what a manager runs after a fleet plan's first reconcile: the own
+// reconcile of each of its host plans, which writes the pages the fleet plan's reconcile
+// left to it, then the fleet plan's again, which records them. It returns p re-read.
+func writePlanPages(r *retirementplan.Reconciler, p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementPlan {
+	GinkgoHelper()
+	for _, h := range p.Status.Hosts {
+		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: p.Namespace, Name: h.Plan}})
+		Expect(err).NotTo(HaveOccurred())
+	}
+	return reconcilePlan(r, p)
+}
+
+// pagesReady is a plan's PagesReady condition as (status, reason).
+func pagesReady(p *fleetv1alpha1.RetirementPlan) []string {
+	c := meta.FindStatusCondition(p.Status.Conditions, fleetv1alpha1.PagesReadyCondition)
+	if c == nil {
+		return nil
+	}
+	return []string{string(c.Status), c.Reason}
+}
+
 // fleetPages lists every page reachable through fleet plan p's status.pages selector,
 // sorted by list, then plan, then page.
 func fleetPages(p *fleetv1alpha1.RetirementPlan) []fleetv1alpha1.RetirementPlanPage {
@@ -120,6 +143,23 @@ var _ = Describe("RetirementPlan pages", func() {
 		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
 		hp := hostPlanOf(p)
 		Expect(hp.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
+
+		By("recording the plan as planned before its host plan's pages are written")
+		Expect(pagesReady(hp)).To(Equal([]string{"False", fleetv1alpha1.ReasonWritingPages}))
+		Expect(hp.Status.Pages).To(BeNil())
+		Expect(pagesReady(p)).To(Equal([]string{"False", fleetv1alpha1.ReasonWritingPages}))
+		Expect(meta.FindStatusCondition(p.Status.Conditions, fleetv1alpha1.PagesReadyCondition).Message).To(ContainSubstring(host.HostID))
+		Expect(p.Status.Pages).To(BeNil(), "status.pages appears once every page is written")
+		Expect(p.Status.CandidateWorkerIdentities).To(Equal([]string{dead.Name}), "what an approval copies is there already")
+		var early fleetv1alpha1.RetirementPlanPageList
+		Expect(k8sClient.List(ctx, &early, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.PlanLabel: hp.Name})).To(Succeed())
+		Expect(early.Items).To(BeEmpty())
+
+		By("writing them in the host plan's own reconcile, and recording them on both plans")
+		p = writePlanPages(r, p)
+		hp = hostPlanOf(p)
+		Expect(pagesReady(hp)).To(Equal([]string{"True", fleetv1alpha1.ReasonPagesWritten}))
+		Expect(pagesReady(p)).To(Equal([]string{"True", fleetv1alpha1.ReasonPagesWritten}))
 
 		By("keeping the counts in status complete")
 		Expect(p.Status.CandidateCount).To(Equal(int32(1)))
@@ -185,7 +225,9 @@ var _ = Describe("RetirementPlan pages", func() {
 		r.PageRows = 100                                        // the same rows now fit one page
 		p.Status.Outcome, p.Status.RegistryFingerprint = "", "" // plan the fleet plan afresh, fan-out included
 		Expect(k8sClient.Status().Update(ctx, p)).To(Succeed())
-		p = reconcilePlan(r, p)
+		hp.Status.Outcome = "" // and its host plan
+		Expect(k8sClient.Status().Update(ctx, hp)).To(Succeed())
+		p = writePlanPages(r, reconcilePlan(r, p))
 		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
 		Expect(*p.Status.Pages).To(Equal(fleetv1alpha1.RetirementPlanPages{Candidates: 1, Preserved: 1,
 			Selector: retirementplan.LabelFleetPlan + "=" + p.Name}))
@@ -198,7 +240,8 @@ var _ = Describe("RetirementPlan pages", func() {
 		p := newPlanObj(ns, "direct-pages-"+strings.Repeat("long", 13)) // 65 characters; its host plan's 75
 		Expect(len(p.Name)).To(BeNumerically(">", 63))
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
-		p = reconcilePlan(newPlanReconciler(k8sClient, k8sClient, prober), p)
+		r := newPlanReconciler(k8sClient, k8sClient, prober)
+		p = writePlanPages(r, reconcilePlan(r, p))
 		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
 		hp := hostPlanOf(p)
 		Expect(hp.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
@@ -211,5 +254,37 @@ var _ = Describe("RetirementPlan pages", func() {
 		sel, err := labels.Parse(hp.Status.Pages.Selector)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(sel.Matches(labels.Set(pages[0].Labels))).To(BeTrue(), "the host plan's own selector lists its page")
+	})
+
+	It("reports the pages an agent never wrote when it restarts between the plan and its pages, and still applies the plan", func() {
+		ns := newNamespace()
+		dead := eligible(ns, "dead")
+		p := newPlanObj(ns, "direct-pages-lost")
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		p = reconcilePlan(newPlanReconciler(k8sClient, k8sClient, prober), p)
+		hp := hostPlanOf(p)
+		Expect(pagesReady(hp)).To(Equal([]string{"False", fleetv1alpha1.ReasonWritingPages}))
+
+		By("a new agent process, which never held the verdicts, taking over the host plan")
+		restarted := newPlanReconciler(k8sClient, k8sClient, prober)
+		p = writePlanPages(restarted, p)
+		hp = hostPlanOf(p)
+		Expect(pagesReady(hp)).To(Equal([]string{"False", fleetv1alpha1.ReasonPagesNotWritten}))
+		Expect(meta.FindStatusCondition(hp.Status.Conditions, fleetv1alpha1.PagesReadyCondition).Message).To(ContainSubstring("stopped before it wrote the pages"))
+		Expect(hp.Status.Pages).To(BeNil())
+		Expect(pagesReady(p)).To(Equal([]string{"False", fleetv1alpha1.ReasonPagesNotWritten}))
+		Expect(p.Status.Pages).To(BeNil())
+		var none fleetv1alpha1.RetirementPlanPageList
+		Expect(k8sClient.List(ctx, &none, client.InNamespace(ns), client.MatchingLabels{retirementplan.LabelFleetPlan: p.Name})).To(Succeed())
+		Expect(none.Items).To(BeEmpty(), "the restarted agent does not page verdicts it did not compute")
+
+		By("keeping the plan itself whole: counts, identities, and an apply that retires the row")
+		Expect(p.Status.CandidateCount).To(Equal(int32(1)))
+		Expect(p.Status.CandidateWorkerIdentities).To(Equal([]string{dead.Name}))
+		Expect(approve(gitops(), p)).To(Succeed())
+		p = reconcilePlan(restarted, p)
+		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomeApplied))
+		Expect(get(dead).Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired))
+		Expect(pagesReady(p)).To(Equal([]string{"False", fleetv1alpha1.ReasonPagesNotWritten}), "the report says what is missing after the apply too")
 	})
 })

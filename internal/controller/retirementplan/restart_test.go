@@ -339,7 +339,7 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		})
 		a := newPlanReconciler(losing, k8sClient, prober)
 		a.ApplierID = "agent-a"
-		p = reconcilePlan(a, p)
+		p = writePlanPages(a, reconcilePlan(a, p))
 		hp := hostPlanOf(p)
 		Expect(approve(gitops(), p)).To(Succeed())
 		_, err := a.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
@@ -385,7 +385,8 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		rows := deadRowsOf(ns)
 		p := newPlanObj(ns, "direct-race")
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
-		p = reconcilePlan(newPlanReconciler(k8sClient, k8sClient, prober), p)
+		planner := newPlanReconciler(k8sClient, k8sClient, prober)
+		p = writePlanPages(planner, reconcilePlan(planner, p))
 		hp := hostPlanOf(p)
 		Expect(approve(gitops(), p)).To(Succeed())
 
@@ -495,7 +496,7 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		holder := newPlanReconciler(k8sClient, k8sClient, prober)
 		holder.ApplierID = "agent-holder"
-		p = reconcilePlan(holder, p)
+		p = writePlanPages(holder, reconcilePlan(holder, p))
 		hp := hostPlanOf(p)
 		Expect(approve(gitops(), p)).To(Succeed())
 

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -103,13 +104,18 @@ func approvalAs(s authz.Subject, p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1
 	}
 }
 
+// setApproval writes spec.approval as client c. A conflict (the controller writing the
+// plan's status meanwhile, as it does while pages are recorded) is retried, as kubectl
+// apply's patch would not meet it at all.
 func setApproval(c client.Client, p *fleetv1alpha1.RetirementPlan, a *fleetv1alpha1.RetirementApproval) error {
-	cur := &fleetv1alpha1.RetirementPlan{}
-	if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(p), cur); err != nil {
-		return err
-	}
-	cur.Spec.Approval = a
-	return c.Update(ctx, cur)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &fleetv1alpha1.RetirementPlan{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(p), cur); err != nil {
+			return err
+		}
+		cur.Spec.Approval = a
+		return c.Update(ctx, cur)
+	})
 }
 
 func expectActive(wrs ...*fleetv1alpha1.WorkerRegistration) {
