@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
 	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
@@ -123,6 +124,20 @@ var _ = Describe("RetirementPlan when a host's agent goes away after the fan-out
 		fPlan := hostPlan(p, hostF)
 		Expect(meta.IsStatusConditionTrue(fPlan.Status.Conditions, "HostAgentLost")).To(BeTrue())
 		Expect(fPlan.Status.CandidateCount).To(BeZero())
+		By("the coordinator pages the lost host's rows, and the fleet plan counts its pages")
+		Eventually(func(g Gomega) {
+			fPlan = hostPlan(p, hostF)
+			g.Expect(pagesReady(fPlan)).To(Equal([]string{"True", fleetv1alpha1.ReasonPagesWritten}))
+			g.Expect(fPlan.Status.Pages).NotTo(BeNil())
+			g.Expect(fPlan.Status.Pages.Preserved).To(Equal(int32(1)))
+		}, 30*time.Second).Should(Succeed())
+		var fPages fleetv1alpha1.RetirementPlanPageList
+		Expect(k8sClient.List(ctx, &fPages, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.PlanLabel: fPlan.Name})).To(Succeed())
+		Expect(fPages.Items).To(HaveLen(1))
+		Expect(metav1.IsControlledBy(&fPages.Items[0], fPlan)).To(BeTrue())
+		fRows := apiconv.PageVerdicts(&fPages.Items[0])
+		Expect(fRows).To(HaveLen(1))
+		Expect([]string{fRows[0].WorkerIdentity, fRows[0].ReasonCode}).To(Equal([]string{fDead.Name, "host_binding_unproven"}))
 
 		By("host E's agent stops after planning; the approval lands: host A retires, host E writes nothing")
 		e.Stop()
@@ -141,6 +156,8 @@ var _ = Describe("RetirementPlan when a host's agent goes away after the fan-out
 		Expect(ePlan.Status.MutationPerformed).To(BeFalse())
 		Expect(get(aDead).Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired))
 		expectActive(eDead, fDead)
+		Eventually(func() []string { return pagesReady(getPlan(p)) }).Should(Equal([]string{"True", fleetv1alpha1.ReasonPagesWritten}),
+			"every host's pages were written before its agent went, or by the coordinator")
 	})
 
 	It("lets a takeover complete a lost host's apply that had recorded its intent, truthfully", func() {
