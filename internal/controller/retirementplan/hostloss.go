@@ -147,9 +147,9 @@ func markLost(child *fleetv1alpha1.RetirementPlan, detail string) {
 }
 
 // planLostHost writes the dry run of a host plan whose host lost its agent before
-// planning (retirement.LostHostPlan), every row preserved. Its pages are written first,
-// by the coordinator, like a fan-out's own; the status write is guarded by the
-// resourceVersion read, so an agent that came back and planned first wins.
+// planning (retirement.LostHostPlan), every row preserved. The status write is guarded
+// by the resourceVersion read, so an agent that came back and planned first wins; once it
+// is in, the coordinator writes the plan's pages and records them.
 func (r *Reconciler) planLostHost(ctx context.Context, child *fleetv1alpha1.RetirementPlan, detail string) error {
 	regs := &fleetv1alpha1.WorkerRegistrationList{}
 	if err := r.APIReader.List(ctx, regs, client.InNamespace(child.Namespace)); err != nil {

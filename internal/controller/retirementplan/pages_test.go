@@ -1,20 +1,24 @@
 package retirementplan_test
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
@@ -286,5 +290,36 @@ var _ = Describe("RetirementPlan pages", func() {
 		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomeApplied))
 		Expect(get(dead).Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired))
 		Expect(pagesReady(p)).To(Equal([]string{"False", fleetv1alpha1.ReasonPagesNotWritten}), "the report says what is missing after the apply too")
+	})
+
+	It("gives up pages whose writes keep failing, says why, and leaves the plan whole", func() {
+		ns := newNamespace()
+		dead := eligible(ns, "dead")
+		p := newPlanObj(ns, "direct-pages-fail")
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		var attempts atomic.Int32
+		failing := interceptor.NewClient(k8sClient.(client.WithWatch), interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if _, ok := obj.(*fleetv1alpha1.RetirementPlanPage); ok {
+					attempts.Add(1)
+					return apierrors.NewServiceUnavailable("injected: pages cannot be stored")
+				}
+				return c.Create(ctx, obj, opts...)
+			},
+		})
+		r := newPlanReconciler(failing, k8sClient, prober)
+		rec := &countingRecorder{}
+		r.Recorder = rec
+		p = writePlanPages(r, reconcilePlan(r, p))
+		hp := hostPlanOf(p)
+		Expect(attempts.Load()).To(BeNumerically(">=", 4), "the page write was retried")
+		Expect(pagesReady(hp)).To(Equal([]string{"False", fleetv1alpha1.ReasonPagesNotWritten}))
+		Expect(meta.FindStatusCondition(hp.Status.Conditions, fleetv1alpha1.PagesReadyCondition).Message).To(
+			And(ContainSubstring("Writing the pages failed"), ContainSubstring("pages cannot be stored")))
+		Expect(hp.Status.Pages).To(BeNil())
+		Expect(rec.count("Warning", fleetv1alpha1.ReasonPagesNotWritten)).To(Equal(1))
+		Expect(pagesReady(p)).To(Equal([]string{"False", fleetv1alpha1.ReasonPagesNotWritten}))
+		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
+		Expect(p.Status.CandidateWorkerIdentities).To(Equal([]string{dead.Name}))
 	})
 })
