@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -10,11 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -310,13 +313,8 @@ heartbeats do not void it; Registry binds the whole registry of the namespace.`,
 				}
 				return out.print(o.Streams.Out, m, func(w io.Writer, _ bool) error { return printYAML(w, m.Object) })
 			}
-			base := p.DeepCopy()
-			p.Spec.Approval = a
-			if err := c.Patch(ctx, p, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-				if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
-					return usageErrorf("applying the approval: %v", err)
-				}
-				return fmt.Errorf("applying the approval: %w", err)
+			if err := applyApproval(ctx, c, p, a, binding, user, groups); err != nil {
+				return err
 			}
 			wctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
@@ -343,6 +341,45 @@ heartbeats do not void it; Registry binds the whole registry of the namespace.`,
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "How long to wait for the apply (with --apply).")
 	out = addOutputFlag(cmd)
 	return cmd
+}
+
+// applyApproval writes approval a onto plan p, locked to the resourceVersion it was built
+// from. The controller writes a plan's status after it is planned (its pages), which moves
+// the resourceVersion without changing what an approval binds; so on a conflict the plan is
+// read again and the patch retried when the approval built from the fresh read is the same
+// one. Anything else (a new approval on the plan, other candidates) refuses.
+func applyApproval(ctx context.Context, c client.Client, p *fleetv1alpha1.RetirementPlan, a *fleetv1alpha1.RetirementApproval,
+	binding, user string, groups []string) error {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		base := p.DeepCopy()
+		p.Spec.Approval = a
+		err := c.Patch(ctx, p, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+			return fmt.Errorf("reading the plan again: %w", err)
+		}
+		fresh, ferr := approvalFor(p, binding, user, groups)
+		if ferr != nil {
+			return ferr
+		}
+		if !equality.Semantic.DeepEqual(fresh, a) {
+			return usageErrorf("plan %s changed while it was being approved: review it again", p.Name)
+		}
+		return err
+	})
+	var exit *ExitError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &exit):
+		return err
+	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsConflict(err):
+		return usageErrorf("applying the approval: %v", err)
+	default:
+		return fmt.Errorf("applying the approval: %w", err)
+	}
 }
 
 func conditionMessage(p *fleetv1alpha1.RetirementPlan) string {

@@ -104,6 +104,52 @@ var _ = Describe("plan, approve and status", func() {
 	})
 })
 
+var _ = Describe("approve --apply while the plan moves", func() {
+	// stalePlan registers one row of a process that is gone and plans it as p1.
+	stalePlan := func() (string, string) {
+		GinkgoHelper()
+		ns := newNamespace()
+		dead := startChild()
+		gone := registerOnly(ns, newLogin("gone"), dead, "--ttl", "1s")
+		dead.kill()
+		waitLapsed(ns, gone)
+		fleet(ns, "plan", "--name", "p1")
+		return ns, gone
+	}
+
+	It("retries past a write that moves the plan's resourceVersion between its read and its patch", func() {
+		ns, gone := stalePlan()
+		// What the controller does when it records the plan's pages, or a tool that labels
+		// plans: the resourceVersion moves, nothing an approval binds changes.
+		kc, hook := proxyKubeconfig(patchOf(ns, "p1"), func() {
+			p := getPlan(ns, "p1")
+			base := p.DeepCopy()
+			p.Annotations = map[string]string{"example.com/seen": "true"}
+			Expect(k8s.Patch(ctx, p, client.MergeFrom(base))).To(Succeed())
+		})
+		r := fleetVia(ctx, kc, ns, nil, "--as", gitopsUser, "approve", "p1", "--apply")
+		Expect(hook.fired).To(BeClosed(), "the write landed between the command's read and its patch")
+		Expect(r.code).To(Equal(cli.ExitOK), "%s", r)
+		Expect(r.stdout).To(ContainSubstring("Plan " + ns + "/p1: applied; 1 retired"))
+		Expect(getWR(ns, gone).Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired))
+	})
+
+	It("refuses, changing nothing of its own, when another approval lands between its read and its patch", func() {
+		ns, gone := stalePlan()
+		kc, hook := proxyKubeconfig(patchOf(ns, "p1"), func() {
+			fleet(ns, "--as", gitopsUser, "approve", "p1", "--apply")
+		})
+		r := fleetVia(ctx, kc, ns, nil, "approve", "p1", "--apply")
+		Expect(hook.fired).To(BeClosed())
+		Expect(r.code).To(Equal(cli.ExitUsage), "%s", r)
+		Expect(r.stderr).To(ContainSubstring("already carries an approval"))
+		p := getPlan(ns, "p1")
+		Expect(p.Spec.Approval.ApprovedBy).To(Equal(gitopsUser), "the first approval stands")
+		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomeApplied))
+		Expect(getWR(ns, gone).Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired))
+	})
+})
+
 func getPlan(ns, name string) *fleetv1alpha1.RetirementPlan {
 	GinkgoHelper()
 	p := &fleetv1alpha1.RetirementPlan{}

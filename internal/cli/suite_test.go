@@ -202,6 +202,11 @@ func (r result) String() string {
 
 // fleetCmd runs `kubectl fleet args...` in namespace ns with the given environment.
 func fleetCmd(ctx context.Context, ns string, environ map[string]string, args ...string) result {
+	return fleetVia(ctx, kubeconfig, ns, environ, args...)
+}
+
+// fleetVia runs `kubectl fleet args...` with the given kubeconfig.
+func fleetVia(ctx context.Context, kubeconfig, ns string, environ map[string]string, args ...string) result {
 	var out, errOut bytes.Buffer
 	o := cli.NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	o.Getenv = func(k string) string { return environ[k] }
