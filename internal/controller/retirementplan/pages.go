@@ -110,21 +110,31 @@ func (r *Reconciler) writePages(ctx context.Context, plan *fleetv1alpha1.Retirem
 	if err := writes.Wait(); err != nil {
 		return nil, err
 	}
+	if err := r.deletePagesExcept(ctx, plan, want); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// deletePagesExcept deletes the pages plan controls whose names keep does not hold: the
+// leftovers of an earlier, larger paging, or (keep empty) every page of a plan whose
+// pages are reported as not written.
+func (r *Reconciler) deletePagesExcept(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, keep map[string]bool) error {
 	// Which pages exist is all this needs: their metadata, not their rows.
 	existing := &metav1.PartialObjectMetadataList{}
 	existing.SetGroupVersionKind(fleetv1alpha1.GroupVersion.WithKind("RetirementPlanPageList"))
 	if err := r.APIReader.List(ctx, existing, client.InNamespace(plan.Namespace), client.MatchingLabels{fleetv1alpha1.PlanLabel: planLabelValue(plan.Name)}); err != nil {
-		return nil, fmt.Errorf("listing the plan's pages: %w", err)
+		return fmt.Errorf("listing the plan's pages: %w", err)
 	}
 	for i := range existing.Items {
-		if old := &existing.Items[i]; !want[old.Name] && metav1.IsControlledBy(old, plan) {
+		if old := &existing.Items[i]; !keep[old.Name] && metav1.IsControlledBy(old, plan) {
 			stale := &fleetv1alpha1.RetirementPlanPage{ObjectMeta: metav1.ObjectMeta{Name: old.Name, Namespace: old.Namespace}}
 			if err := r.Delete(ctx, stale, client.Preconditions{UID: &old.UID}); client.IgnoreNotFound(err) != nil {
-				return nil, fmt.Errorf("deleting stale page %s: %w", old.Name, err)
+				return fmt.Errorf("deleting page %s: %w", old.Name, err)
 			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // putPage creates a page, or overwrites the one an earlier attempt (or a deleted plan of
@@ -238,6 +248,11 @@ func (r *Reconciler) writePending(ctx context.Context, plan *fleetv1alpha1.Retir
 		pagesTotal.WithLabelValues("lost").Inc()
 	}
 	if reason == fleetv1alpha1.ReasonPagesNotWritten {
+		// A part of the rows in pages would read as the whole: what an agent that stopped,
+		// or writes that failed, left is removed, and the message says if that failed too.
+		if err := r.deletePagesExcept(ctx, plan, nil); err != nil {
+			message += "; the pages written before remain, removing them failed: " + err.Error()
+		}
 		r.Recorder.Eventf(plan, nil, "Warning", reason, "Plan", "%s", message)
 	}
 	// The plan's other fields may have moved meanwhile (the fleet coordinator closing the
@@ -252,6 +267,12 @@ func (r *Reconciler) writePending(ctx context.Context, plan *fleetv1alpha1.Retir
 				return gerr
 			}
 			if !pagesPending(plan) {
+				if reason == fleetv1alpha1.ReasonPagesWritten && !meta.IsStatusConditionTrue(plan.Status.Conditions, fleetv1alpha1.PagesReadyCondition) {
+					// An agent that took over meanwhile reported the pages as not
+					// written: that report stands, and the pages just written go.
+					pages = nil
+					return r.deletePagesExcept(ctx, plan, nil)
+				}
 				return nil // recorded already
 			}
 		}
@@ -260,7 +281,7 @@ func (r *Reconciler) writePending(ctx context.Context, plan *fleetv1alpha1.Retir
 	if err != nil {
 		return fmt.Errorf("recording the plan's pages: %w", err)
 	}
-	if reason == fleetv1alpha1.ReasonPagesWritten {
+	if reason == fleetv1alpha1.ReasonPagesWritten && pages != nil {
 		pagesTotal.WithLabelValues("written").Inc()
 	}
 	return nil

@@ -260,47 +260,130 @@ var _ = Describe("RetirementPlan pages", func() {
 		Expect(sel.Matches(labels.Set(pages[0].Labels))).To(BeTrue(), "the host plan's own selector lists its page")
 	})
 
-	It("reports the pages an agent never wrote when it restarts between the plan and its pages, and still applies the plan", func() {
+	It("reports the pages an agent never wrote when it stops between the plan and its pages, removes the part it wrote, and still applies the plan", func() {
 		ns := newNamespace()
-		dead := eligible(ns, "dead")
+		dead := []*fleetv1alpha1.WorkerRegistration{eligible(ns, "dead-1"), eligible(ns, "dead-2")}
 		p := newPlanObj(ns, "direct-pages-lost")
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
-		p = reconcilePlan(newPlanReconciler(k8sClient, k8sClient, prober), p)
+
+		By("an agent that writes one page of two, then stops")
+		stopped, stop := context.WithCancel(ctx)
+		defer stop()
+		var creates atomic.Int32
+		firstStored := make(chan struct{})
+		dying := interceptor.NewClient(k8sClient.(client.WithWatch), interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if _, ok := obj.(*fleetv1alpha1.RetirementPlanPage); !ok {
+					return c.Create(ctx, obj, opts...)
+				}
+				if creates.Add(1) > 1 {
+					<-firstStored // pages are written concurrently: the first is stored before the agent stops
+					return context.Canceled
+				}
+				defer close(firstStored)
+				defer stop()
+				return c.Create(ctx, obj, opts...)
+			},
+		})
+		first := newPlanReconciler(dying, k8sClient, prober)
+		first.PageRows = 1
+		p = reconcilePlan(first, p)
 		hp := hostPlanOf(p)
 		Expect(pagesReady(hp)).To(Equal([]string{"False", fleetv1alpha1.ReasonWritingPages}))
+		_, err := first.Reconcile(stopped, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hp)})
+		Expect(err).To(HaveOccurred(), "the agent stopped while it wrote the pages")
+		var part fleetv1alpha1.RetirementPlanPageList
+		Expect(k8sClient.List(ctx, &part, client.InNamespace(ns), client.MatchingLabels{retirementplan.LabelFleetPlan: p.Name})).To(Succeed())
+		Expect(part.Items).To(HaveLen(1), "one page of two was written before the agent stopped")
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(hp), hp)).To(Succeed())
+		Expect(pagesReady(hp)).To(Equal([]string{"False", fleetv1alpha1.ReasonWritingPages}), "nothing recorded the pages yet")
 
 		By("a new agent process, which never held the verdicts, taking over the host plan")
 		restarted := newPlanReconciler(k8sClient, k8sClient, prober)
 		p = writePlanPages(restarted, p)
 		hp = hostPlanOf(p)
 		Expect(pagesReady(hp)).To(Equal([]string{"False", fleetv1alpha1.ReasonPagesNotWritten}))
-		Expect(meta.FindStatusCondition(hp.Status.Conditions, fleetv1alpha1.PagesReadyCondition).Message).To(ContainSubstring("stopped before it wrote the pages"))
+		msg := meta.FindStatusCondition(hp.Status.Conditions, fleetv1alpha1.PagesReadyCondition).Message
+		Expect(msg).To(ContainSubstring("stopped before it wrote the pages"))
+		Expect(msg).NotTo(ContainSubstring("remain"))
 		Expect(hp.Status.Pages).To(BeNil())
 		Expect(pagesReady(p)).To(Equal([]string{"False", fleetv1alpha1.ReasonPagesNotWritten}))
 		Expect(p.Status.Pages).To(BeNil())
 		var none fleetv1alpha1.RetirementPlanPageList
 		Expect(k8sClient.List(ctx, &none, client.InNamespace(ns), client.MatchingLabels{retirementplan.LabelFleetPlan: p.Name})).To(Succeed())
-		Expect(none.Items).To(BeEmpty(), "the restarted agent does not page verdicts it did not compute")
+		Expect(none.Items).To(BeEmpty(), "the page the stopped agent wrote is removed: part of the rows would read as all of them")
 
-		By("keeping the plan itself whole: counts, identities, and an apply that retires the row")
-		Expect(p.Status.CandidateCount).To(Equal(int32(1)))
-		Expect(p.Status.CandidateWorkerIdentities).To(Equal([]string{dead.Name}))
+		By("keeping the plan itself whole: counts, identities, and an apply that retires the rows")
+		Expect(p.Status.CandidateCount).To(Equal(int32(2)))
+		Expect(p.Status.CandidateWorkerIdentities).To(ConsistOf(dead[0].Name, dead[1].Name))
 		Expect(approve(gitops(), p)).To(Succeed())
 		p = reconcilePlan(restarted, p)
 		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomeApplied))
-		Expect(get(dead).Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired))
+		for _, d := range dead {
+			Expect(get(d).Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired))
+		}
 		Expect(pagesReady(p)).To(Equal([]string{"False", fleetv1alpha1.ReasonPagesNotWritten}), "the report says what is missing after the apply too")
+	})
+
+	It("keeps the report of an agent that took over while the first one still wrote the pages, and removes the first one's pages", func() {
+		ns := newNamespace()
+		eligible(ns, "dead-1")
+		eligible(ns, "dead-2")
+		p := newPlanObj(ns, "direct-pages-late")
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		restarted := newPlanReconciler(k8sClient, k8sClient, prober)
+		var hostPlan client.ObjectKey
+		var takeover sync.Once
+		late := interceptor.NewClient(k8sClient.(client.WithWatch), interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if _, ok := obj.(*fleetv1alpha1.RetirementPlanPage); ok {
+					// The new agent reports the pages while the first writes its first one.
+					takeover.Do(func() {
+						_, err := restarted.Reconcile(ctx, ctrl.Request{NamespacedName: hostPlan})
+						Expect(err).NotTo(HaveOccurred())
+					})
+				}
+				return c.Create(ctx, obj, opts...)
+			},
+		})
+		first := newPlanReconciler(late, k8sClient, prober)
+		first.PageRows = 1
+		p = reconcilePlan(first, p)
+		hp := hostPlanOf(p)
+		hostPlan = client.ObjectKeyFromObject(hp)
+		Expect(pagesReady(hp)).To(Equal([]string{"False", fleetv1alpha1.ReasonWritingPages}))
+
+		_, err := first.Reconcile(ctx, ctrl.Request{NamespacedName: hostPlan})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8sClient.Get(ctx, hostPlan, hp)).To(Succeed())
+		Expect(pagesReady(hp)).To(Equal([]string{"False", fleetv1alpha1.ReasonPagesNotWritten}), "the taking-over agent's report stands")
+		Expect(hp.Status.Pages).To(BeNil())
+		var none fleetv1alpha1.RetirementPlanPageList
+		Expect(k8sClient.List(ctx, &none, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.PlanLabel: hp.Name})).To(Succeed())
+		Expect(none.Items).To(BeEmpty(), "pages no status names are removed")
 	})
 
 	It("gives up pages whose writes keep failing, says why, and leaves the plan whole", func() {
 		ns := newNamespace()
 		dead := eligible(ns, "dead")
+		eligible(ns, "dead-too")
 		p := newPlanObj(ns, "direct-pages-fail")
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
-		var attempts atomic.Int32
+		var attempts, tries atomic.Int32
+		var stored atomic.Bool
+		firstStored := make(chan struct{})
 		failing := interceptor.NewClient(k8sClient.(client.WithWatch), interceptor.Funcs{
 			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-				if _, ok := obj.(*fleetv1alpha1.RetirementPlanPage); ok {
+				if page, ok := obj.(*fleetv1alpha1.RetirementPlanPage); ok {
+					// The first page is stored, every other write fails: after it, since
+					// pages are written concurrently and a failure cancels the others.
+					if page.Page == 1 && tries.Add(1) == 1 {
+						defer close(firstStored)
+						err := c.Create(ctx, obj, opts...)
+						stored.Store(err == nil)
+						return err
+					}
+					<-firstStored
 					attempts.Add(1)
 					return apierrors.NewServiceUnavailable("injected: pages cannot be stored")
 				}
@@ -308,6 +391,7 @@ var _ = Describe("RetirementPlan pages", func() {
 			},
 		})
 		r := newPlanReconciler(failing, k8sClient, prober)
+		r.PageRows = 1
 		rec := &countingRecorder{}
 		r.Recorder = rec
 		p = writePlanPages(r, reconcilePlan(r, p))
@@ -317,9 +401,14 @@ var _ = Describe("RetirementPlan pages", func() {
 		Expect(meta.FindStatusCondition(hp.Status.Conditions, fleetv1alpha1.PagesReadyCondition).Message).To(
 			And(ContainSubstring("Writing the pages failed"), ContainSubstring("pages cannot be stored")))
 		Expect(hp.Status.Pages).To(BeNil())
+		Expect(stored.Load()).To(BeTrue(), "a first page was stored")
+		var none fleetv1alpha1.RetirementPlanPageList
+		Expect(k8sClient.List(ctx, &none, client.InNamespace(ns), client.MatchingLabels{retirementplan.LabelFleetPlan: p.Name})).To(Succeed())
+		Expect(none.Items).To(BeEmpty(), "the page stored before the writes failed is removed")
 		Expect(rec.count("Warning", fleetv1alpha1.ReasonPagesNotWritten)).To(Equal(1))
 		Expect(pagesReady(p)).To(Equal([]string{"False", fleetv1alpha1.ReasonPagesNotWritten}))
 		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
-		Expect(p.Status.CandidateWorkerIdentities).To(Equal([]string{dead.Name}))
+		Expect(p.Status.CandidateWorkerIdentities).To(ContainElement(dead.Name))
+		Expect(p.Status.CandidateCount).To(Equal(int32(2)))
 	})
 })
