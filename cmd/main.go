@@ -71,6 +71,7 @@ type options struct {
 	agentNamespace string
 	agentTimings   hostagent.Timings
 	takeover       time.Duration
+	pageRows       int
 }
 
 func main() {
@@ -107,6 +108,8 @@ func main() {
 	flag.DurationVar(&o.agentTimings.RetryPeriod, "agent-retry-period", hostagent.DefaultRetryPeriod, "How often the host agent tries to acquire or renew its Lease.")
 	flag.DurationVar(&o.takeover, "apply-takeover-timeout", retirement.DefaultTakeoverTimeout,
 		"How long a plan's apply may go without its applier renewing its hold before another manager takes it over and completes the report from the rows.")
+	flag.IntVar(&o.pageRows, "plan-page-rows", retirement.PageMaxRows,
+		fmt.Sprintf("Rows per RetirementPlanPage, 1 to %d: fewer rows make smaller objects and more of them.", retirement.PageMaxRows))
 	flag.Func("install-manifests", "Folder of YAML manifests whose objects (namespaced ones too) are created in the embedded control plane after the project's own; repeatable. make run passes its local Gitea's gateway credentials here.", func(dir string) error {
 		o.installDirs = append(o.installDirs, dir)
 		return nil
@@ -135,6 +138,9 @@ func run(o options) error {
 	}
 	if o.concurrency < 1 {
 		return fmt.Errorf("--taskclaim-concurrency must be at least 1, got %d", o.concurrency)
+	}
+	if o.pageRows < 1 || o.pageRows > retirement.PageMaxRows {
+		return fmt.Errorf("--plan-page-rows must be between 1 and %d, got %d", retirement.PageMaxRows, o.pageRows)
 	}
 	cfg, kubeconfig, stop, err := restConfig(o)
 	if err != nil {
@@ -202,6 +208,7 @@ func run(o options) error {
 		agentNamespace:     o.agentNamespace,
 		agentTimings:       o.agentTimings,
 		takeoverTimeout:    o.takeover,
+		pageRows:           o.pageRows,
 	}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestPrintBanner(t *testing.T) {
@@ -72,5 +74,27 @@ func TestMetricsURL(t *testing.T) {
 		if got := metricsURL(c.o); got != c.want {
 			t.Errorf("%+v: got %q, want %q", c.o, got, c.want)
 		}
+	}
+}
+
+func TestRunRefusesBadFlags(t *testing.T) {
+	good := options{claimTTL: time.Hour, concurrency: 1, pageRows: 500}
+	for name, tc := range map[string]struct {
+		edit func(*options)
+		want string
+	}{
+		"claim ttl":          {func(o *options) { o.claimTTL = 0 }, "--claim-ttl must be positive"},
+		"concurrency":        {func(o *options) { o.concurrency = 0 }, "--taskclaim-concurrency must be at least 1"},
+		"no page rows":       {func(o *options) { o.pageRows = 0 }, "--plan-page-rows must be between 1 and 500, got 0"},
+		"page rows too many": {func(o *options) { o.pageRows = 501 }, "--plan-page-rows must be between 1 and 500, got 501"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			o := good
+			tc.edit(&o)
+			err := run(o)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("run: %v, want an error containing %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -52,6 +52,8 @@ type config struct {
 	agentTimings hostagent.Timings
 	// takeoverTimeout is how long an apply's hold lasts without renewal.
 	takeoverTimeout time.Duration
+	// pageRows caps the rows of one RetirementPlanPage (zero: retirement.PageMaxRows).
+	pageRows int
 }
 
 // setup registers every reconciler and endpoint of the project with the manager.
@@ -122,6 +124,7 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		// expired before the fleet plan closes it without writing any row.
 		HostAgentGrace:  cfg.agentTimings.LeaseDuration,
 		TakeoverTimeout: cfg.takeoverTimeout,
+		PageRows:        cfg.pageRows,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("retirementplan controller: %w", err)
 	}

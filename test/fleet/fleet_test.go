@@ -12,6 +12,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -260,33 +261,7 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 		live := startWorker(ns, "live-r", hostR)
 
 		By(fmt.Sprintf("%d dead rows on host R", rows))
-		facts, err := testenv.HostFacts(hostR)
-		Expect(err).NotTo(HaveOccurred())
-		f := testworker.Fleet{Client: k8sClient, Host: retirement.Host{HostID: hostR, BootID: facts.BootID, BootTime: facts.BootTime}, Repository: repository}
-		gone := testworker.Exited()
-		var wg sync.WaitGroup
-		for g := range 8 {
-			wg.Add(1)
-			go func() {
-				defer GinkgoRecover()
-				defer wg.Done()
-				for i := g; i < rows; i += 8 {
-					wr := f.Registration(ns, fmt.Sprintf("dead-%04d", i), gone)
-					Expect(k8sClient.Create(ctx, wr)).To(Succeed())
-					f.Heartbeat(ctx, wr, time.Hour) // retried on conflict with the manager's first look
-				}
-			}()
-		}
-		wg.Wait()
-		Eventually(func(g Gomega) {
-			n := 0
-			for name, s := range ownershipOf(ns) {
-				if strings.HasPrefix(name, "dead-") && s == "Active/stale" {
-					n++
-				}
-			}
-			g.Expect(n).To(Equal(rows))
-		}, 120*time.Second, time.Second).Should(Succeed())
+		createDeadRows(ns, hostR, rows)
 
 		kubectlApply(ns, planManifest("retire-many", ""))
 		Eventually(func() string { return outcomeOf(ns, "retire-many") }).Should(Equal("planned"))
@@ -332,4 +307,89 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 		GinkgoWriter.Printf("restart spec: %s; %d retired before the kill, the other %d kept as %s\n",
 			time.Since(start).Round(time.Second), len(retired), rows-len(retired), retirement.ReasonApplyInterrupted)
 	})
+
+	It("says a host's pages were not written when its manager is killed while writing them, removes the part written, and still applies the plan", func() {
+		const hostP = "fleet-e2e-host-p"
+		const rows = 600
+		// One row per page: the pages take long enough to be cut short.
+		m := startManager(hostP, "--plan-page-rows=1")
+		waitAgents(hostP)
+		ns := newNamespace("fleet-e2e-pages")
+		live := startWorker(ns, "live-p", hostP)
+		By(fmt.Sprintf("%d dead rows on host P", rows))
+		createDeadRows(ns, hostP, rows)
+
+		kubectlApply(ns, planManifest("pages-cut", ""))
+		var hostPlan string
+		Eventually(func() string { hostPlan = jsonpath(ns, "pages-cut", ".status.hosts[0].plan"); return hostPlan }).ShouldNot(BeEmpty())
+		pages := func() int {
+			var l metav1.PartialObjectMetadataList
+			l.SetGroupVersionKind(fleetv1alpha1.GroupVersion.WithKind("RetirementPlanPageList"))
+			Expect(k8sClient.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.PlanLabel: hostPlan})).To(Succeed())
+			return len(l.Items)
+		}
+		By("killing host P's manager with SIGKILL once its host plan is planned and its first pages are written")
+		Eventually(pages, 60*time.Second, 10*time.Millisecond).Should(BeNumerically(">", 0))
+		m.Kill()
+		atKill := pages()
+		GinkgoWriter.Printf("killed host P's manager with %d of %d pages written\n", atKill, rows+1)
+		Expect(atKill).To(BeNumerically("<", rows+1), "the pages were all written before the kill: nothing was interrupted")
+		Expect(jsonpath(ns, hostPlan, ".status.outcome")).To(Equal("planned"))
+		Expect(jsonpath(ns, hostPlan, `.status.conditions[?(@.type=="PagesReady")].reason`)).To(Equal(fleetv1alpha1.ReasonWritingPages))
+
+		By("a new manager with the same --host-id reports the pages as not written and removes the part written")
+		startManager(hostP)
+		Eventually(func() string {
+			return jsonpath(ns, hostPlan, `.status.conditions[?(@.type=="PagesReady")].reason`)
+		}, 60*time.Second).Should(Equal(fleetv1alpha1.ReasonPagesNotWritten))
+		Eventually(func() string {
+			return jsonpath(ns, "pages-cut", `.status.conditions[?(@.type=="PagesReady")].reason`)
+		}).Should(Equal(fleetv1alpha1.ReasonPagesNotWritten))
+		Expect(jsonpath(ns, "pages-cut", `.status.conditions[?(@.type=="PagesReady")].message`)).To(ContainSubstring(hostP))
+		Expect(jsonpath(ns, "pages-cut", ".status.pages")).To(BeEmpty(), "no selector names a partial set of pages")
+		Expect(pages()).To(BeZero(), "the pages the killed manager wrote are removed")
+		Expect(kubectl("-n", ns, "get", "events", "--field-selector", "reason="+fleetv1alpha1.ReasonPagesNotWritten,
+			"-o", "jsonpath={.items[*].involvedObject.name}")).To(ContainSubstring(hostPlan))
+
+		By("the plan itself stays whole: one GitOps approval retires every dead row")
+		Expect(jsonpath(ns, "pages-cut", ".status.candidateCount")).To(Equal(strconv.Itoa(rows)))
+		kubectlApply(ns, planManifest("pages-cut", candidateApproval(ns, "pages-cut")))
+		Eventually(func() string { return outcomeOf(ns, "pages-cut") }, 120*time.Second).Should(Equal("applied"))
+		Expect(retiredBy(ns, "pages-cut")).To(HaveLen(rows))
+		Expect(jsonpath(ns, "pages-cut", ".status.success")).To(Equal("true"))
+		Expect(ownershipOf(ns)[live.name]).To(Equal("Active/live"))
+	})
 })
+
+// createDeadRows registers n rows named dead-NNNN on host whose processes are gone, with
+// an hour's heartbeat, and waits until the host's agent has them all as stale.
+func createDeadRows(ns, host string, n int) {
+	GinkgoHelper()
+	facts, err := testenv.HostFacts(host)
+	Expect(err).NotTo(HaveOccurred())
+	f := testworker.Fleet{Client: k8sClient, Host: retirement.Host{HostID: host, BootID: facts.BootID, BootTime: facts.BootTime}, Repository: repository}
+	gone := testworker.Exited()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer GinkgoRecover()
+			defer wg.Done()
+			for i := g; i < n; i += 8 {
+				wr := f.Registration(ns, fmt.Sprintf("dead-%04d", i), gone)
+				Expect(k8sClient.Create(ctx, wr)).To(Succeed())
+				f.Heartbeat(ctx, wr, time.Hour) // retried on conflict with the manager's first look
+			}
+		}()
+	}
+	wg.Wait()
+	Eventually(func(g Gomega) {
+		stale := 0
+		for name, s := range ownershipOf(ns) {
+			if strings.HasPrefix(name, "dead-") && s == "Active/stale" {
+				stale++
+			}
+		}
+		g.Expect(stale).To(Equal(n))
+	}, 120*time.Second, time.Second).Should(Succeed())
+}

@@ -38,8 +38,9 @@ type manager struct {
 }
 
 // startManager starts the manager binary as the agent of hostID against the envtest API
-// server (KUBECONFIG; no embedded control plane, no endpoints, no Gitea).
-func startManager(hostID string) *manager {
+// server (KUBECONFIG; no embedded control plane, no endpoints, no Gitea), with extra flags
+// after the suite's own.
+func startManager(hostID string, extra ...string) *manager {
 	GinkgoHelper()
 	logPath := filepath.Join(tmp, fmt.Sprintf("manager-%s-%d.log", hostID, time.Now().UnixNano()))
 	f, err := os.Create(logPath)
@@ -48,6 +49,7 @@ func startManager(hostID string) *manager {
 		"--embedded=never", "--host-id=" + hostID, "--agent-namespace=" + agentNamespace, "--repository=" + repository,
 		"--metrics-bind-address=0", "--health-probe-bind-address=0", "--capability-bind-address=", "--gateway-bind-address=",
 	}, managerTimings...)
+	args = append(args, extra...)
 	cmd := exec.Command(filepath.Join(binDir, "manager"), args...)
 	cmd.Dir = tmp
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "HOME="+tmp)
