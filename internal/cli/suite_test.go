@@ -35,6 +35,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/reglist"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
@@ -142,8 +143,10 @@ var _ = BeforeSuite(func() {
 		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
 		Agent:    agent, Coordinator: elections.Coordinator, AgentNamespace: agentNamespace,
 	}).SetupWithManager(mgr)).To(Succeed())
+	registrations, err := reglist.New(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme()) // as cmd/ wires it
+	Expect(err).NotTo(HaveOccurred())
 	Expect((&retirementplan.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Prober: prober, Reprober: prober,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Registrations: registrations, Prober: prober, Reprober: prober,
 		Host:       retirement.Host{HostID: facts.HostID, BootID: facts.BootID, BootTime: facts.BootTime},
 		Repository: repo, Approvers: reviewer, Fence: fence, Clock: clk,
 		Recorder: mgr.GetEventRecorder("retirementplan-controller"),

@@ -272,7 +272,10 @@ func BenchmarkApply(b *testing.B) {
 			if err := c.Create(ctx, plan); err != nil {
 				b.Fatalf("creating the plan: %v", err)
 			}
-			planned := waitPlanned(b, w, plan.Name)
+			// The approval is written once the pages are settled: until then the
+			// controller still writes the plan's status, and an Update of the planned
+			// copy would conflict with it.
+			planned := waitPaged(b, w, plan.Name, nil)
 			if planned.Status.Outcome != retirement.OutcomePlanned || planned.Status.CandidateCount != benchRows {
 				b.Fatalf("plan: outcome %q with %d candidates, want planned with %d (preserved: %v)",
 					planned.Status.Outcome, planned.Status.CandidateCount, benchRows, planned.Status.PreservedReasonCounts)

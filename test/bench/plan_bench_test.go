@@ -321,13 +321,6 @@ func watchedPlan(ctx context.Context, b *testing.B, c client.WithWatch, ns, name
 	return p, w
 }
 
-// waitPlanned follows the watch until plan name's status has an outcome (planned, or a
-// failure), and returns it.
-func waitPlanned(b *testing.B, w watch.Interface, name string) *fleetv1alpha1.RetirementPlan {
-	b.Helper()
-	return waitOutcome(b, w, name, func(string) bool { return true })
-}
-
 // waitOutcome follows the watch until plan name's status has an outcome that done
 // accepts, and returns it.
 func waitOutcome(b *testing.B, w watch.Interface, name string, done func(outcome string) bool) *fleetv1alpha1.RetirementPlan {
