@@ -137,6 +137,36 @@ const (
 	ConditionPagesNotWritten = "PagesNotWritten"
 )
 
+// PagesSettle is what an agent does with the pages it wrote or gave up (ours, a PagesReady
+// reason) when it finds the plan's PagesReady already at recorded.
+type PagesSettle int
+
+const (
+	// RecordPages: nothing is recorded yet (the plan still reads WritingPages): write ours.
+	RecordPages PagesSettle = iota
+	// KeepRecorded: the recorded report stands, and what ours left in place agrees with it.
+	KeepRecorded
+	// DropPages: an agent that took over reported the pages as not written while ours
+	// were written: that report stands, and the pages just written are removed, since
+	// a plan reported as not paged keeps no pages.
+	DropPages
+)
+
+// SettlePages decides between recording ours and keeping the recorded report. Only one
+// report is ever recorded: the first. A plan with no PagesReady at all is not being paged
+// (not planned by this round), and nothing is recorded on it. A plan whose pages are reported as not written keeps
+// none, so pages written after such a report go.
+func SettlePages(ours, recorded string) PagesSettle {
+	switch {
+	case recorded == ConditionWritingPages:
+		return RecordPages
+	case recorded == ConditionPagesNotWritten && ours == ConditionPagesWritten:
+		return DropPages
+	default:
+		return KeepRecorded
+	}
+}
+
 // HostPages is what a fleet plan knows of one host plan's pages.
 type HostPages struct {
 	HostID string

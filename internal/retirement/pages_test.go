@@ -198,3 +198,24 @@ func TestListHostsStopsAtFive(t *testing.T) {
 		t.Fatalf("listHosts = %q, want %q", got, want)
 	}
 }
+
+func TestSettlePages(t *testing.T) {
+	for _, tc := range []struct {
+		ours, recorded string
+		want           PagesSettle
+	}{
+		{ConditionPagesWritten, ConditionWritingPages, RecordPages},
+		{ConditionPagesNotWritten, ConditionWritingPages, RecordPages},
+		{ConditionPagesWritten, "", KeepRecorded},
+		// A takeover reported them not written first: ours go.
+		{ConditionPagesWritten, ConditionPagesNotWritten, DropPages},
+		// Ours removed its pages already, as the recorded report says.
+		{ConditionPagesNotWritten, ConditionPagesNotWritten, KeepRecorded},
+		{ConditionPagesNotWritten, ConditionPagesWritten, KeepRecorded},
+		{ConditionPagesWritten, ConditionPagesWritten, KeepRecorded},
+	} {
+		if got := SettlePages(tc.ours, tc.recorded); got != tc.want {
+			t.Errorf("SettlePages(%q, %q) = %d, want %d", tc.ours, tc.recorded, got, tc.want)
+		}
+	}
+}

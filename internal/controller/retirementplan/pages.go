@@ -266,14 +266,16 @@ func (r *Reconciler) writePending(ctx context.Context, plan *fleetv1alpha1.Retir
 			if gerr := r.APIReader.Get(ctx, client.ObjectKeyFromObject(plan), plan); gerr != nil {
 				return gerr
 			}
-			if !pagesPending(plan) {
-				if reason == fleetv1alpha1.ReasonPagesWritten && !meta.IsStatusConditionTrue(plan.Status.Conditions, fleetv1alpha1.PagesReadyCondition) {
-					// An agent that took over meanwhile reported the pages as not
-					// written: that report stands, and the pages just written go.
-					pages = nil
-					return r.deletePagesExcept(ctx, plan, nil)
-				}
-				return nil // recorded already
+			recorded := ""
+			if c := meta.FindStatusCondition(plan.Status.Conditions, fleetv1alpha1.PagesReadyCondition); c != nil {
+				recorded = c.Reason
+			}
+			switch retirement.SettlePages(reason, recorded) {
+			case retirement.KeepRecorded:
+				return nil
+			case retirement.DropPages: // a takeover reported them not written meanwhile
+				pages = nil
+				return r.deletePagesExcept(ctx, plan, nil)
 			}
 		}
 		return err
