@@ -130,7 +130,7 @@ func setup(mgr ctrl.Manager, cfg config) error {
 	}
 	authn := gateway.NewAuthenticator(mgr.GetClient())
 	if cfg.capabilityAddr != "" {
-		if err := mgr.Add(&capability.Server{Addr: cfg.capabilityAddr, Reader: mgr.GetAPIReader(), Clock: clk, Authn: authn}); err != nil {
+		if err := mgr.Add(&capability.Server{Addr: cfg.capabilityAddr, Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(), Clock: clk, Authn: authn}); err != nil {
 			return fmt.Errorf("capability endpoint: %w", err)
 		}
 	}

@@ -14,8 +14,8 @@
 #   GITEA_PORT     HTTP port on 127.0.0.1         (default 3917)
 #
 # Layout (inside the project's gitignored .cache/):
-#   .cache/gitea/<version>/gitea    the binary
-#   .cache/gitea/<version>/mod/     scratch module used to build it
+#   .cache/gitea/<version>-jsonv2/gitea  the binary
+#   .cache/gitea/<version>-jsonv2/mod/   scratch module used to build it
 #   .cache/gitea/run-<port>/        one server: app.ini, sqlite db, repos, logs,
 #                                   gitea.pid and env, a sourceable file of
 #                                   `export KEY=value` lines: GITEA_URL,
@@ -40,8 +40,13 @@ ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 VERSION=${GITEA_VERSION:-v1.26.0}
 PORT=${GITEA_PORT:-3917}
 CACHE=$ROOT/.cache/gitea
-BIN=$CACHE/$VERSION/gitea
-MODDIR=$CACHE/$VERSION/mod
+# Gitea's own release builds set GOEXPERIMENT=jsonv2 (its Makefile): request bodies are
+# then decoded by encoding/json/v2, case-sensitive and refusing duplicate names. The
+# test server is built the same way, so the gateway is tested against the decoder real
+# deployments run (the folder name keeps a binary built otherwise from being reused).
+BUILD_GOEXPERIMENT=jsonv2
+BIN=$CACHE/$VERSION-$BUILD_GOEXPERIMENT/gitea
+MODDIR=$CACHE/$VERSION-$BUILD_GOEXPERIMENT/mod
 RUN=$CACHE/run-$PORT
 URL=http://127.0.0.1:$PORT
 ADMIN=fleet_admin
@@ -100,10 +105,10 @@ build() {
 		log "build: cached $BIN"
 		return 0
 	fi
-	mkdir -p "$CACHE/$VERSION"
+	mkdir -p "$(dirname "$BIN")"
 	# Serialise concurrent builders of the same version. The lock descriptor
 	# is closed again so the server started later does not inherit it.
-	exec 9>"$CACHE/$VERSION/build.lock"
+	exec 9>"$(dirname "$BIN")/build.lock"
 	if ! flock -n 9; then
 		log "build: another build of $VERSION is running; waiting for it"
 		flock 9
@@ -137,7 +142,7 @@ build_locked() {
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
 	local rc=0
-	with_heartbeat "$HEARTBEAT" "go build" env -C "$MODDIR" CGO_ENABLED=1 go build -tags "$BUILD_TAGS" \
+	with_heartbeat "$HEARTBEAT" "go build" env -C "$MODDIR" CGO_ENABLED=1 GOEXPERIMENT="$BUILD_GOEXPERIMENT" go build -tags "$BUILD_TAGS" \
 		-ldflags "-s -w -X 'main.Version=${VERSION#v}' -X 'main.Tags=$BUILD_TAGS'" \
 		-o "$TMP_BIN" code.gitea.io/gitea || rc=$?
 	((rc == 0)) || die "go build failed (exit $rc)"

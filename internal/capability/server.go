@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -52,13 +54,44 @@ func Authorize(ctx context.Context, reader client.Reader, now time.Time, q Reque
 		Target: claim.Target{Repository: q.Repository, Kind: claim.Kind(q.Kind), Number: q.Number, HeadSHA: q.HeadSHA}}), nil
 }
 
-// Server serves POST /v1/authorize for tools outside the Go code.
+// Server serves POST /v1/authorize for tools outside the Go code. It is a dry run: the
+// gateway decides every write on claims read straight from the API server, so this answer
+// may come from the manager's cache.
 type Server struct {
-	Addr   string
-	Reader client.Reader
-	Clock  clock.PassiveClock
+	Addr string
+	// Reader reads TaskClaims from the API server; Cache, when set, is read first (the
+	// manager's informer cache) and Reader only when the cache cannot answer.
+	Reader, Cache client.Reader
+	Clock         clock.PassiveClock
 	// Authn verifies the caller's ServiceAccount token.
 	Authn *gateway.Authenticator
+	// Rate and Burst limit each caller's questions (default 10 a second, bursts of 20);
+	// failed authentications are limited per client address before any TokenReview.
+	Rate  rate.Limit
+	Burst int
+
+	once     sync.Once
+	limiters *gateway.Limiters
+	guard    *gateway.AuthGuard
+}
+
+func (s *Server) init() {
+	if s.Rate == 0 {
+		s.Rate, s.Burst = 10, 20
+	}
+	s.limiters = gateway.NewLimiters(s.Rate, s.Burst)
+	s.guard = gateway.NewAuthGuard(gateway.DefaultAuthFailureRate, gateway.DefaultAuthFailureBurst)
+}
+
+// authorize answers q from the cache when there is one, else (or when the cache cannot
+// list the namespace) from the API server.
+func (s *Server) authorize(ctx context.Context, q Request) (claim.Answer, error) {
+	if s.Cache != nil {
+		if ans, err := Authorize(ctx, s.Cache, s.Clock.Now(), q); err == nil {
+			return ans, nil
+		}
+	}
+	return Authorize(ctx, s.Reader, s.Clock.Now(), q)
 }
 
 // NeedLeaderElection is false: every replica can answer.
@@ -66,10 +99,15 @@ func (s *Server) NeedLeaderElection() bool { return false }
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler {
+	s.once.Do(s.init)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/authorize", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		caller, err := s.Authn.Authenticate(r.Context(), gateway.BearerToken(r))
+		caller, err := s.guard.Authenticate(r.Context(), s.Authn, r)
+		if errors.Is(err, gateway.ErrBlocked) {
+			tooMany(w)
+			return
+		}
 		if err != nil {
 			status := http.StatusServiceUnavailable
 			if errors.Is(err, gateway.ErrUnauthenticated) {
@@ -77,6 +115,10 @@ func (s *Server) Handler() http.Handler {
 			}
 			w.WriteHeader(status)
 			_, _ = w.Write([]byte(`{"reason":"unauthenticated","message":"present a ServiceAccount token bound to the audience ` + gateway.Audience + `"}` + "\n"))
+			return
+		}
+		if !s.limiters.For(caller.Namespace + "/" + caller.Name).Allow() {
+			tooMany(w)
 			return
 		}
 		var q Request
@@ -93,7 +135,7 @@ func (s *Server) Handler() http.Handler {
 			return
 		}
 		q.Namespace, q.Worker = caller.Namespace, caller.Name
-		ans, err := Authorize(r.Context(), s.Reader, s.Clock.Now(), q)
+		ans, err := s.authorize(r.Context(), q)
 		if err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte(`{"reason":"state_unavailable","message":"capability state unavailable"}` + "\n"))
@@ -102,6 +144,12 @@ func (s *Server) Handler() http.Handler {
 		_ = json.NewEncoder(w).Encode(ans)
 	})
 	return mux
+}
+
+func tooMany(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write([]byte(`{"reason":"rate_limited","message":"too many requests; slow down"}` + "\n"))
 }
 
 // Start serves until ctx is done.

@@ -44,14 +44,25 @@ const (
 	// ReasonStateUnavailable: the authoritative state could not be read; the gateway fails
 	// closed.
 	ReasonStateUnavailable = "state_unavailable"
+	// ReasonFieldNotPermitted: the body sets a field the operation does not need and the
+	// gateway does not forward (labels, assignees, reviewers or a milestone on a new pull
+	// request, a scheduled or forced merge, a manual merge).
+	ReasonFieldNotPermitted = "field_not_permitted"
+	// ReasonReservedMarker: the text carries the marker of a claim record or audit block,
+	// which only the controller writes.
+	ReasonReservedMarker = "reserved_marker"
+	// ReasonCommentBudget: the capability's comments used up their budget.
+	ReasonCommentBudget = "comment_budget_exhausted"
 )
 
 // BodyRule says what a mutation's body must satisfy besides its route.
 type BodyRule string
 
 const (
-	// BodyAny: the body is not inspected.
+	// BodyAny: the body is not inspected (routes no role holds: they are never forwarded).
 	BodyAny BodyRule = ""
+	// BodyComment: a comment; only its text is forwarded.
+	BodyComment BodyRule = "comment"
 	// BodyReview: a review; its event decides review or approve, its commit_id must be the
 	// bound head.
 	BodyReview BodyRule = "review"
@@ -123,7 +134,7 @@ var routes = []route{
 	{methods: []string{methodGet}, pattern: "/{owner}/{repo.git}/info/refs", service: "git-receive-pack", operation: OpRead, git: true},
 	{methods: []string{methodPost}, pattern: "/{owner}/{repo.git}/git-receive-pack", operation: OpPushBranch, body: BodyReceivePack, git: true},
 	// Task mutations.
-	{methods: []string{methodPost}, pattern: apiRepo + "/issues/{n}/comments", operation: OpComment},
+	{methods: []string{methodPost}, pattern: apiRepo + "/issues/{n}/comments", operation: OpComment, body: BodyComment},
 	{methods: []string{methodPost}, pattern: apiRepo + "/pulls/{n}/reviews", operation: OpReview, kind: KindPullRequest, body: BodyReview},
 	{methods: []string{methodPost}, pattern: apiRepo + "/pulls/{n}/merge", operation: OpMerge, kind: KindPullRequest, body: BodyMerge},
 	{methods: []string{methodPost}, pattern: apiRepo + "/pulls", operation: OpOpenPullRequest, body: BodyOpenPull},
@@ -221,10 +232,11 @@ func match(pattern, segs []string) (Route, bool) {
 }
 
 // ReviewOperation maps a review's event to its operation: APPROVED is approve, COMMENT and
-// REQUEST_CHANGES are review. Anything else (a pending draft, an unknown event) is no
-// operation at all.
+// REQUEST_CHANGES are review. The spelling must be exact, as Gitea compares it: anything
+// else (a pending draft, an unknown or differently spelt event, which Gitea stores as a
+// pending draft) is no operation at all.
 func ReviewOperation(event string) (string, bool) {
-	switch strings.ToUpper(strings.TrimSpace(event)) {
+	switch event {
 	case ReviewApproved:
 		return OpApprove, true
 	case ReviewComment, ReviewRequestChanges:
@@ -273,8 +285,13 @@ type Write struct {
 	Event string
 	// CommitID is a review's "commit_id" or a merge's "head_commit_id".
 	CommitID string
-	// PullHead and PullText are a new pull request's head branch and its title and body.
-	PullHead, PullText string
+	// PullHead and PullText are a new pull request's head branch and its title and body;
+	// PullBase is its base branch.
+	PullHead, PullBase, PullText string
+	// Text is every text the body carries (comment, review, pull request and merge texts).
+	Text []string
+	// Forbidden names the fields the body sets that the route's rule does not forward.
+	Forbidden []string
 	// Refs are a push's ref updates.
 	Refs []RefUpdate
 }
@@ -330,6 +347,9 @@ var refusalMessages = map[string]string{
 	ReasonMalformedRequest:      "the request body cannot be read as this route requires",
 	ReasonNotRegistered:         "you have no active worker registration",
 	ReasonStateUnavailable:      "the authoritative state could not be read; try again",
+	ReasonFieldNotPermitted:     "the request sets a field the gateway does not forward",
+	ReasonReservedMarker:        "the text carries a fleet claim marker, which only the controller writes",
+	ReasonCommentBudget:         "your capability has used up its comment budget",
 }
 
 // RefusalMessage is the fixed message of a refusal reason.
@@ -362,6 +382,12 @@ func AuthorizeWrite(in WriteInput) WriteVerdict {
 	}
 	if !sameRepository(w.Route.Repository, in.Repository) {
 		return refuse(op, ReasonWrongRepository, "")
+	}
+	if len(w.Forbidden) > 0 {
+		return refuse(op, ReasonFieldNotPermitted, "")
+	}
+	if slices.ContainsFunc(w.Text, ContainsReservedMarker) {
+		return refuse(op, ReasonReservedMarker, "")
 	}
 	active := make([]HeldClaim, 0, len(in.Claims))
 	for _, h := range in.Claims {
@@ -433,6 +459,9 @@ func authorizeByBranch(in WriteInput, active []HeldClaim, op string, refs []stri
 			return refuse(op, ReasonWrongBranch, "")
 		}
 	}
+	if in.Write.Route.Body == BodyOpenPull && (in.Write.PullBase != in.DefaultBranch || in.DefaultBranch == "") {
+		return refuse(op, ReasonWrongBranch, "") // a pull request merges into the default branch only
+	}
 	for _, h := range active {
 		want := WorkRef(h.Namespace, h.Name)
 		if slices.ContainsFunc(refs, func(r string) bool { return r != want }) {
@@ -456,9 +485,35 @@ func (t Target) withRepository(repo string) Target {
 	return t
 }
 
+// Markers that open the controller's machine-readable blocks in Gitea texts: the claim
+// record in an issue or pull request body and the audit block of a lifecycle comment.
+// giteaclaim writes them; no worker text may carry one.
+const (
+	RecordMarker = "<!-- fleet-claim:v1 "
+	AuditMarker  = "<!-- fleet-claim-audit:v1 "
+)
+
+// ContainsReservedMarker reports whether text carries the start of a controller block
+// (any spelling that begins like one, whatever follows).
+func ContainsReservedMarker(text string) bool {
+	return strings.Contains(text, "<!-- fleet-claim")
+}
+
 // References reports whether text mentions issue n as "#n" (not as a prefix of a longer
 // number).
 func References(text string, n int64) bool {
 	re := regexp.MustCompile(`(^|[^\w/])#` + strconv.FormatInt(n, 10) + `\b`)
 	return re.MatchString(text)
+}
+
+// CommentBudget bounds what one capability may write as comments: at most Comments
+// comments of at most Bytes bytes in all.
+type CommentBudget struct {
+	Comments, Bytes int
+}
+
+// Allows reports whether one more comment of next bytes fits, after used comments of
+// usedBytes bytes written under the same capability.
+func (b CommentBudget) Allows(used, usedBytes, next int) bool {
+	return used+1 <= b.Comments && usedBytes+next <= b.Bytes
 }

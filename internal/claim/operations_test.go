@@ -23,7 +23,7 @@ func TestMatchRoute(t *testing.T) {
 		{"own user", "GET", "/api/v1/user", "", Route{Operation: OpRead}, true},
 		{"other users are not served", "GET", "/api/v1/users/alice/repos", "", Route{}, false},
 		{"repository search is not served", "GET", "/api/v1/repos/search", "", Route{}, false},
-		{"comment", "POST", api + "/issues/42/comments", "", Route{Operation: OpComment, Repository: fxRepo, Number: 42}, true},
+		{"comment", "POST", api + "/issues/42/comments", "", Route{Operation: OpComment, Repository: fxRepo, Number: 42, Body: BodyComment}, true},
 		{"comment on a number that is not one", "POST", api + "/issues/042/comments", "", Route{}, false},
 		{"comment on zero", "POST", api + "/issues/0/comments", "", Route{}, false},
 		{"review", "POST", api + "/pulls/57/reviews", "", Route{Operation: OpReview, Repository: fxRepo, Number: 57, Kind: KindPullRequest, Body: BodyReview}, true},
@@ -78,7 +78,7 @@ func TestRouteTableDocumented(t *testing.T) {
 }
 
 func TestReviewOperation(t *testing.T) {
-	for event, want := range map[string]string{"APPROVED": OpApprove, "approved": OpApprove, "COMMENT": OpReview,
+	for event, want := range map[string]string{"APPROVED": OpApprove, "approved": "", " APPROVED": "", "Comment": "", "COMMENT": OpReview,
 		"REQUEST_CHANGES": OpReview, "PENDING": "", "": "", "REQUEST_REVIEW": ""} {
 		got, ok := ReviewOperation(event)
 		if got != want || ok != (want != "") {
@@ -141,7 +141,7 @@ func TestAuthorizeWrite(t *testing.T) {
 	}
 	merge := func(commit string) Write { return Write{Route: apiRoute("POST", "/pulls/57/merge"), CommitID: commit} }
 	openPull := func(head, text string) Write {
-		return Write{Route: apiRoute("POST", "/pulls"), PullHead: head, PullText: text}
+		return Write{Route: apiRoute("POST", "/pulls"), PullHead: head, PullBase: "main", PullText: text, Text: []string{text}}
 	}
 	pushRoute, _ := MatchRoute("POST", "/fleet/app.git/git-receive-pack", "")
 	push := func(refs ...string) Write {
@@ -219,6 +219,17 @@ func TestAuthorizeWrite(t *testing.T) {
 		{name: "pull request not referencing the issue", role: RoleAuthor, target: fxIssue(), write: openPull(WorkBranch("ns", "tc-mine"), "Fixes #421"), op: OpOpenPullRequest, reason: ReasonMissingReference},
 		{name: "pull request from another branch", role: RoleAuthor, target: fxIssue(), write: openPull("feature", "Fixes #42"), op: OpOpenPullRequest, reason: ReasonWrongBranch},
 		{name: "pull request from the default branch", role: RoleAuthor, target: fxIssue(), write: openPull("main", "Fixes #42"), op: OpOpenPullRequest, reason: ReasonWrongBranch},
+		{name: "pull request into another base", role: RoleAuthor, target: fxIssue(), op: OpOpenPullRequest, reason: ReasonWrongBranch,
+			write: Write{Route: apiRoute("POST", "/pulls"), PullHead: WorkBranch("ns", "tc-mine"), PullBase: "release", PullText: "Fixes #42"}},
+		{name: "pull request setting labels or assignees", role: RoleAuthor, target: fxIssue(), op: OpOpenPullRequest, reason: ReasonFieldNotPermitted,
+			mutate: func(in *WriteInput) { in.Write.Forbidden = []string{"assignees"} },
+			write:  openPull(WorkBranch("ns", "tc-mine"), "Fixes #42")},
+		{name: "pull request carrying a claim record", role: RoleAuthor, target: fxIssue(), op: OpOpenPullRequest, reason: ReasonReservedMarker,
+			write: openPull(WorkBranch("ns", "tc-mine"), "Fixes #42\n"+RecordMarker+`{"number":7} -->`)},
+		{name: "comment carrying an audit block", role: RoleAuthor, target: fxIssue(), op: OpComment, reason: ReasonReservedMarker,
+			write: Write{Route: apiRoute("POST", "/issues/42/comments"), Text: []string{"hi " + AuditMarker}}},
+		{name: "merge that schedules itself", role: RoleMerger, target: fxPR(), op: OpMerge, reason: ReasonFieldNotPermitted,
+			write: Write{Route: apiRoute("POST", "/pulls/57/merge"), CommitID: fxHead, Forbidden: []string{"merge_when_checks_succeed"}}},
 		{name: "author of an expired claim pushes", role: RoleAuthor, target: fxIssue(), write: push(work), op: OpPushBranch, reason: ReasonExpired,
 			mutate: func(in *WriteInput) { in.Now = fxNow.Add(time.Hour) }},
 	}

@@ -34,9 +34,10 @@ type Caller struct {
 // for Audience: missing, malformed, expired, revoked or bound to another audience.
 var ErrUnauthenticated = errors.New("unauthenticated")
 
-// Authenticator verifies ServiceAccount tokens with TokenReview and caches positive
-// answers briefly: at most CacheTTL, never past the token's own expiry, at most
-// CacheSize tokens.
+// Authenticator verifies ServiceAccount tokens with TokenReview and caches the answers
+// briefly: a positive one at most CacheTTL and never past the token's own expiry, a
+// refusal RejectTTL (a token the API server refused is not reviewed again meanwhile), at
+// most CacheSize tokens in all.
 type Authenticator struct {
 	// Client creates TokenReviews.
 	Client client.Client
@@ -44,6 +45,10 @@ type Authenticator struct {
 	Clock clock.PassiveClock
 	// CacheTTL bounds how long a positive answer is reused (default 30s).
 	CacheTTL time.Duration
+	// RejectTTL is how long a refused token stays refused without a new review (default
+	// 30s). A token is refused for good once expired or revoked, so this only delays the
+	// acceptance of a token that was refused while, say, its ServiceAccount was missing.
+	RejectTTL time.Duration
 
 	cache *cache.LRUExpireCache
 }
@@ -53,7 +58,8 @@ const CacheSize = 4096
 
 // NewAuthenticator returns an Authenticator that creates TokenReviews with c.
 func NewAuthenticator(c client.Client) *Authenticator {
-	return &Authenticator{Client: c, Clock: clock.RealClock{}, CacheTTL: 30 * time.Second, cache: cache.NewLRUExpireCache(CacheSize)}
+	return &Authenticator{Client: c, Clock: clock.RealClock{}, CacheTTL: 30 * time.Second, RejectTTL: 30 * time.Second,
+		cache: cache.NewLRUExpireCache(CacheSize)}
 }
 
 // BearerToken extracts the token of a request: "Authorization: Bearer t", Gitea's
@@ -78,27 +84,57 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Caller,
 	if token == "" || strings.Count(token, ".") != 2 {
 		return Caller{}, fmt.Errorf("%w: no bearer token", ErrUnauthenticated)
 	}
-	sum := sha256.Sum256([]byte(token))
-	key := string(sum[:])
-	if v, ok := a.cache.Get(key); ok {
-		return v.(Caller), nil
+	if c, known, err := a.Lookup(token); known {
+		return c, err
 	}
+	key := cacheKey(token)
 	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{Audience}}}
 	if err := a.Client.Create(ctx, tr); err != nil {
 		return Caller{}, fmt.Errorf("token review: %w", err)
 	}
 	st := tr.Status
 	if !st.Authenticated || !slices.Contains(st.Audiences, Audience) {
+		a.reject(key)
 		return Caller{}, fmt.Errorf("%w: token not accepted for %s", ErrUnauthenticated, Audience)
 	}
 	c, ok := serviceAccount(st.User.Username)
 	if !ok {
+		a.reject(key)
 		return Caller{}, fmt.Errorf("%w: %q is not a ServiceAccount", ErrUnauthenticated, st.User.Username)
 	}
 	if ttl := a.ttl(token); ttl > 0 {
 		a.cache.Add(key, c, ttl)
 	}
 	return c, nil
+}
+
+// Lookup answers from the cache alone: known is false when token needs a TokenReview.
+func (a *Authenticator) Lookup(token string) (c Caller, known bool, err error) {
+	if token == "" || strings.Count(token, ".") != 2 {
+		return Caller{}, true, fmt.Errorf("%w: no bearer token", ErrUnauthenticated)
+	}
+	v, ok := a.cache.Get(cacheKey(token))
+	if !ok {
+		return Caller{}, false, nil
+	}
+	if c, ok := v.(Caller); ok {
+		return c, true, nil
+	}
+	return Caller{}, true, fmt.Errorf("%w: token refused recently", ErrUnauthenticated)
+}
+
+func cacheKey(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return string(sum[:])
+}
+
+// rejected marks a refused token in the cache.
+type rejected struct{}
+
+func (a *Authenticator) reject(key string) {
+	if a.RejectTTL > 0 {
+		a.cache.Add(key, rejected{}, a.RejectTTL)
+	}
 }
 
 // ttl is how long an answer for token may be reused: CacheTTL, cut at the token's expiry

@@ -25,7 +25,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
@@ -51,6 +50,10 @@ const (
 	// DefaultRate and DefaultBurst limit each worker's requests.
 	DefaultRate  = rate.Limit(20)
 	DefaultBurst = 40
+	// DefaultCommentBudgetCount and DefaultCommentBudgetBytes bound the comments one
+	// capability writes.
+	DefaultCommentBudgetCount = 100
+	DefaultCommentBudgetBytes = 1 << 20
 )
 
 // Gateway serves the gateway. Fill the fields, then use Handler or add it to a manager
@@ -88,15 +91,20 @@ type Gateway struct {
 	// Rate and Burst limit each worker's requests (DefaultRate, DefaultBurst).
 	Rate  rate.Limit
 	Burst int
-	// MaxBody and MaxPush bound request bodies (DefaultMaxBody, DefaultMaxPush).
+	// MaxBody and MaxPush bound request bodies (DefaultMaxBody, DefaultMaxPush); MaxPush
+	// bounds the decompressed pack too.
 	MaxBody, MaxPush int64
+	// CommentBudget bounds the comments of one capability, counted in Gitea: the caller's
+	// comments on its target since its TaskClaim was created (DefaultCommentBudgetCount,
+	// DefaultCommentBudgetBytes).
+	CommentBudget claim.CommentBudget
 
 	once     sync.Once
 	initErr  error
 	target   *url.URL
 	proxy    *httputil.ReverseProxy
-	mu       sync.Mutex
-	limiters *cache.LRUExpireCache
+	limiters *Limiters
+	guard    *AuthGuard
 }
 
 // NeedLeaderElection is false: every replica serves the gateway.
@@ -179,7 +187,11 @@ func (g *Gateway) init() {
 	if g.MaxPush == 0 {
 		g.MaxPush = DefaultMaxPush
 	}
-	g.limiters = cache.NewLRUExpireCache(CacheSize)
+	if g.CommentBudget == (claim.CommentBudget{}) {
+		g.CommentBudget = claim.CommentBudget{Comments: DefaultCommentBudgetCount, Bytes: DefaultCommentBudgetBytes}
+	}
+	g.limiters = NewLimiters(g.Rate, g.Burst)
+	g.guard = NewAuthGuard(DefaultAuthFailureRate, DefaultAuthFailureBurst)
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:       g.rewrite,
 		Transport:     g.Transport,
@@ -221,18 +233,6 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-func (g *Gateway) limiter(c Caller) *rate.Limiter {
-	key := c.Namespace + "/" + c.Name
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if v, ok := g.limiters.Get(key); ok {
-		return v.(*rate.Limiter)
-	}
-	l := rate.NewLimiter(g.Rate, g.Burst)
-	g.limiters.Add(key, l, 10*time.Minute)
-	return l
-}
-
 // serve handles one request: authenticate, limit, route, look up the registration and the
 // identity's token, then forward a read or decide a mutation.
 func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
@@ -245,8 +245,14 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	if !routed {
 		op = "none"
 	}
-	caller, err := g.Authn.Authenticate(ctx, BearerToken(r))
+	caller, err := g.guard.Authenticate(ctx, g.Authn, r)
 	if err != nil {
+		if errors.Is(err, ErrBlocked) {
+			countRequest(op, verdictUnauthenticated)
+			w.Header().Set("Retry-After", "1")
+			writeRefusal(w, http.StatusTooManyRequests, op, "rate_limited", "too many failed authentications; slow down")
+			return
+		}
 		if errors.Is(err, ErrUnauthenticated) {
 			countRequest(op, verdictUnauthenticated)
 			w.Header().Set("WWW-Authenticate", `Basic realm="fleet gateway", charset="UTF-8"`)
@@ -259,7 +265,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	log := logf.FromContext(ctx).WithValues("worker", caller.Namespace+"/"+caller.Name, "method", r.Method, "path", r.URL.Path)
 	ctx = logf.IntoContext(ctx, log)
-	if !g.limiter(caller).Allow() {
+	if !g.limiters.For(caller.Namespace + "/" + caller.Name).Allow() {
 		countRequest(op, verdictRefused)
 		w.Header().Set("Retry-After", "1")
 		writeRefusal(w, http.StatusTooManyRequests, op, "rate_limited", "too many requests; slow down")
@@ -308,6 +314,24 @@ func sameRepository(a, b string) bool {
 	return a != "" && strings.EqualFold(strings.TrimSpace(a), strings.TrimSpace(b))
 }
 
+// recordRefusal records the refusal of a mutation as an Event on the claim it concerns, or
+// on the registration; refused reads are only counted.
+func (g *Gateway) recordRefusal(r *http.Request, op string, wr *fleetv1alpha1.WorkerRegistration, tc *fleetv1alpha1.TaskClaim, reason string) {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return
+	}
+	var regarding runtime.Object
+	switch {
+	case tc != nil:
+		regarding = tc
+	case wr != nil:
+		regarding = wr
+	}
+	if regarding != nil {
+		g.Recorder.Eventf(regarding, nil, "Warning", ReasonRefused, op, "Gateway refused %s %s: %s", r.Method, r.URL.Path, reason)
+	}
+}
+
 // fail answers 503 for state the gateway could not read: it fails closed.
 func (g *Gateway) fail(w http.ResponseWriter, op string, err error) {
 	countRequest(op, verdictError)
@@ -324,18 +348,7 @@ func (g *Gateway) fail(w http.ResponseWriter, op string, err error) {
 func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, op string, wr *fleetv1alpha1.WorkerRegistration,
 	tc *fleetv1alpha1.TaskClaim, reason string) {
 	countRequest(op, verdictRefused)
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		var regarding runtime.Object
-		switch {
-		case tc != nil:
-			regarding = tc
-		case wr != nil:
-			regarding = wr
-		}
-		if regarding != nil {
-			g.Recorder.Eventf(regarding, nil, "Warning", ReasonRefused, op, "Gateway refused %s %s: %s", r.Method, r.URL.Path, reason)
-		}
-	}
+	g.recordRefusal(r, op, wr, tc, reason)
 	status := http.StatusForbidden
 	if reason == claim.ReasonMalformedRequest {
 		status = http.StatusBadRequest

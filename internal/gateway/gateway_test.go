@@ -197,7 +197,9 @@ var _ = Describe("The author role", func() {
 		By("pushes to the default branch and to another branch are refused")
 		out, err := a.commitAndPush(dir, "refs/heads/main")
 		Expect(err).To(HaveOccurred(), "push to main went through: %s", out)
-		Expect(out).To(ContainSubstring("403"))
+		// git shows the gateway's reason for the rejected ref, not a hung-up connection.
+		Expect(out).To(SatisfyAll(ContainSubstring("[remote rejected]"), ContainSubstring(claim.ReasonWrongBranch)), "git's output: %s", out)
+		Expect(out).NotTo(ContainSubstring("hung up"))
 		out, err = a.commitAndPush(dir, "refs/heads/elsewhere")
 		Expect(err).To(HaveOccurred(), "push to another branch went through: %s", out)
 		Expect(srv.BranchHead(ctx, repo, "main")).To(Equal(mainBefore))

@@ -5,11 +5,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 
@@ -22,21 +20,11 @@ import (
 	"github.com/giteatools/fleet-controller/internal/claim"
 )
 
-// writeBody is what the gateway reads from a mutation's JSON body.
-type writeBody struct {
-	Event        string `json:"event"`
-	CommitID     string `json:"commit_id"`
-	HeadCommitID string `json:"head_commit_id"`
-	Head         string `json:"head"`
-	Title        string `json:"title"`
-	Body         string `json:"body"`
-}
-
 // mutate decides one mutation at the moment of the write and forwards it when allowed.
 func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route, wr *fleetv1alpha1.WorkerRegistration) {
 	ctx := r.Context()
 	write := claim.Write{Route: rt}
-	forward, length, status, err := g.readWrite(w, r, &write)
+	forward, length, push, status, err := g.readWrite(w, r, &write)
 	if err != nil {
 		logf.FromContext(ctx).Info("Refusing a mutation whose body cannot be read", "error", err.Error())
 		if status == http.StatusRequestEntityTooLarge {
@@ -72,7 +60,17 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 	}
 	v := claim.AuthorizeWrite(in)
 	tc := own[v.Claim]
+	if v.Allowed && rt.Body == claim.BodyComment {
+		if v, err = g.commentBudget(ctx, in, tc, v); err != nil {
+			g.failWrite(w, r, rt.Operation, err)
+			return
+		}
+	}
 	if !v.Allowed {
+		if push.reportable() {
+			g.refusePush(w, r, forward, push, v, wr, tc)
+			return
+		}
 		g.refuse(w, r, v.Operation, wr, tc, v.Reason)
 		return
 	}
@@ -83,11 +81,24 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 		out.Header.Del("Content-Length")
 	}
 	out.Header.Del("Content-Encoding") // the body forwarded is the decoded one
+	asRead(out, rt)
 	sw := &statusWriter{ResponseWriter: w}
 	g.proxy.ServeHTTP(sw, out)
 	countRequest(v.Operation, verdictAllowed)
 	g.Recorder.Eventf(tc, nil, "Normal", ReasonForwarded, v.Operation, "Gateway forwarded %s %s as %s; Gitea answered %d",
 		r.Method, r.URL.Path, wr.Spec.Identity, sw.status)
+}
+
+// asRead makes a forwarded REST mutation say to Gitea only what the gateway read: its
+// Content-Type is exactly application/json and it has no URL query, which Gitea would
+// otherwise bind (form bindings read the query) or act on.
+func asRead(out *http.Request, rt claim.Route) {
+	if rt.Body == claim.BodyReceivePack {
+		return
+	}
+	out.Header.Set("Content-Type", "application/json")
+	out.URL.RawQuery, out.URL.ForceQuery = "", false
+	out.Form, out.PostForm, out.MultipartForm = nil, nil, nil
 }
 
 func (g *Gateway) failWrite(w http.ResponseWriter, r *http.Request, op string, err error) {
@@ -96,47 +107,61 @@ func (g *Gateway) failWrite(w http.ResponseWriter, r *http.Request, op string, e
 }
 
 // readWrite reads the facts of the body the route's rule needs and returns the body to
-// forward and its length (-1 when unknown).
-func (g *Gateway) readWrite(w http.ResponseWriter, r *http.Request, write *claim.Write) (io.Reader, int64, int, error) {
+// forward and its length (-1 when unknown); for a push, also what a git-level refusal
+// needs.
+func (g *Gateway) readWrite(w http.ResponseWriter, r *http.Request, write *claim.Write) (io.Reader, int64, pushReport, int, error) {
 	if write.Route.Body == claim.BodyReceivePack {
 		var src io.Reader = http.MaxBytesReader(w, r.Body, g.MaxPush)
 		length := r.ContentLength
 		if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
 			zr, err := gzip.NewReader(src)
 			if err != nil {
-				return nil, 0, http.StatusBadRequest, err
+				return nil, 0, pushReport{}, http.StatusBadRequest, err
 			}
-			src, length = zr, -1
+			// The limit holds for what Gitea receives too: the decompressed pack.
+			src, length = http.MaxBytesReader(nil, zr, g.MaxPush), -1
 		}
 		br := bufio.NewReader(src)
-		refs, consumed, err := readRefUpdates(br)
+		refs, caps, consumed, err := readRefUpdates(br)
 		if err != nil {
-			return nil, 0, statusOf(err), err
+			return nil, 0, pushReport{}, statusOf(err), err
 		}
 		write.Refs = refs
-		return io.MultiReader(bytes.NewReader(consumed), br), length, 0, nil
+		return io.MultiReader(bytes.NewReader(consumed), br), length, pushReport{refs: refs, caps: caps}, 0, nil
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.MaxBody))
 	if err != nil {
-		return nil, 0, statusOf(err), err
+		return nil, 0, pushReport{}, statusOf(err), err
 	}
 	if write.Route.Body != claim.BodyAny {
-		// Gitea also binds form bodies; only JSON is read here, so only JSON is forwarded.
-		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-			return nil, 0, http.StatusBadRequest, errors.New("the body must be application/json")
+		// Gitea also binds form bodies and the query; only JSON is read here, so only JSON
+		// is forwarded (body.go).
+		if !JSONContentType(r.Header.Get("Content-Type")) {
+			return nil, 0, pushReport{}, http.StatusBadRequest, errors.New("the body must be application/json")
 		}
-		var body writeBody
-		if err := json.Unmarshal(b, &body); err != nil {
-			return nil, 0, http.StatusBadRequest, err
+		if err := decodeBody(b, write); err != nil {
+			return nil, 0, pushReport{}, http.StatusBadRequest, err
 		}
-		write.Event = body.Event
-		write.CommitID = body.CommitID
-		if write.Route.Body == claim.BodyMerge {
-			write.CommitID = body.HeadCommitID
-		}
-		write.PullHead, write.PullText = body.Head, body.Title+"\n"+body.Body
+		write.PullText = strings.Join(write.Text, "\n")
 	}
-	return bytes.NewReader(b), int64(len(b)), 0, nil
+	return bytes.NewReader(b), int64(len(b)), pushReport{}, 0, nil
+}
+
+// refusePush refuses a push with a receive-pack result that rejects its refs: git then
+// shows the worker the reason. The pack is read (within MaxPush) and dropped first, so the
+// client finishes sending before it reads the answer. Gitea sees nothing.
+func (g *Gateway) refusePush(w http.ResponseWriter, r *http.Request, pack io.Reader, push pushReport, v claim.WriteVerdict,
+	wr *fleetv1alpha1.WorkerRegistration, tc *fleetv1alpha1.TaskClaim) {
+	countRequest(v.Operation, verdictRefused)
+	g.recordRefusal(r, v.Operation, wr, tc, v.Reason)
+	if _, err := io.Copy(io.Discard, pack); err != nil {
+		writeRefusal(w, statusOf(err), v.Operation, v.Reason, claim.RefusalMessage(v.Reason))
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-git-receive-pack-result")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(push.body(v.Reason, claim.RefusalMessage(v.Reason)))
 }
 
 func statusOf(err error) int {
@@ -196,4 +221,28 @@ func status(resp *gitea.Response) string {
 		return "none"
 	}
 	return resp.Status
+}
+
+// commentBudget counts, in Gitea, the comments the caller's identity wrote on the claim's
+// target since the TaskClaim was created, and refuses the comment when it would exceed
+// the gateway's CommentBudget. Counting in Gitea holds across gateway replicas.
+func (g *Gateway) commentBudget(ctx context.Context, in claim.WriteInput, tc *fleetv1alpha1.TaskClaim, v claim.WriteVerdict) (claim.WriteVerdict, error) {
+	c := apiconv.Capability(tc)
+	if tc == nil || c == nil {
+		return claim.WriteVerdict{}, errors.New("an allowed comment without its capability")
+	}
+	t := claim.Target{Repository: c.Repository, Kind: c.Target.Kind, Number: c.Target.Number}
+	used, usedBytes, err := g.Gitea.CommentsBy(ctx, t, in.Identity, tc.CreationTimestamp.Time)
+	if err != nil {
+		return claim.WriteVerdict{}, err
+	}
+	next := 0
+	for _, text := range in.Write.Text {
+		next += len(text)
+	}
+	if !g.CommentBudget.Allows(used, usedBytes, next) {
+		return claim.WriteVerdict{Operation: v.Operation, Reason: claim.ReasonCommentBudget,
+			Message: claim.RefusalMessage(claim.ReasonCommentBudget), Claim: v.Claim}, nil
+	}
+	return v, nil
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/giteatools/fleet-controller/internal/claim"
 )
 
-func pkt(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
-
 func TestReadRefUpdates(t *testing.T) {
 	zero, a, b := strings.Repeat("0", 40), strings.Repeat("a", 40), strings.Repeat("b", 40)
 	pack := "PACK\x00\x00\x00\x02rest-of-pack"
@@ -34,11 +32,17 @@ func TestReadRefUpdates(t *testing.T) {
 		{"not a ref", pkt(a+" "+b+" HEAD\n") + "0000", nil, false},
 		{"bad object id", pkt("xyz "+b+" refs/heads/x\n") + "0000", nil, false},
 		{"too few fields", pkt(a+" refs/heads/x\n") + "0000", nil, false},
+		{"a ref with a no-break space is kept byte for byte", pkt(a+" "+b+" refs/heads/fleet/ns/tc\u00a0\x00report-status\n") + "0000",
+			[]claim.RefUpdate{{Old: a, New: b, Ref: "refs/heads/fleet/ns/tc\u00a0"}}, true},
+		{"a ref with an inner space is not split away", pkt(a+" "+b+" refs/heads/x y\n") + "0000",
+			[]claim.RefUpdate{{Old: a, New: b, Ref: "refs/heads/x y"}}, true},
+		{"two spaces between fields", pkt(a+"  "+b+" refs/heads/x\n") + "0000", nil, false},
+		{"a tab instead of a space", pkt(a+"\t"+b+" refs/heads/x\n") + "0000", nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			br := bufio.NewReader(strings.NewReader(tt.in))
-			got, consumed, err := readRefUpdates(br)
+			got, _, consumed, err := readRefUpdates(br)
 			if (err == nil) != tt.ok {
 				t.Fatalf("err = %v, want ok=%v", err, tt.ok)
 			}

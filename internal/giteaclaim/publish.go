@@ -40,7 +40,7 @@ func (c *Client) Read(ctx context.Context, t claim.Target) (*claim.Record, int64
 	if err != nil {
 		return nil, 0, err
 	}
-	rec, err := ParseBody(is.Body)
+	rec, err := ParseBody(is.Body, t)
 	if err != nil {
 		return nil, *is.ContentVersion, fmt.Errorf("%s: %w", t, err)
 	}
@@ -141,7 +141,7 @@ func (c *Client) Publish(ctx context.Context, t claim.Target, rec claim.Record, 
 		// The record is parsed from the body the write goes over, not taken from the
 		// caller's copy.
 		var err error
-		if snap.record, err = ParseBody(snap.body); err != nil {
+		if snap.record, err = ParseBody(snap.body, t); err != nil {
 			return Published{}, fmt.Errorf("%s: %w", t, err)
 		}
 		if (snap.record == nil) != (o.seen.ClaimRecord == nil) {
@@ -201,7 +201,7 @@ type issueSnapshot struct {
 
 // snapshotOf parses the claim record out of an issue read.
 func snapshotOf(t claim.Target, is *rawIssue) (issueSnapshot, error) {
-	rec, err := ParseBody(is.Body)
+	rec, err := ParseBody(is.Body, t)
 	if err != nil {
 		return issueSnapshot{}, fmt.Errorf("%s: %w", t, err)
 	}
@@ -324,7 +324,7 @@ func (c *Client) patchBody(ctx context.Context, t claim.Target, body string, ver
 // but it must be the one written).
 func (c *Client) checkAnswer(t claim.Target, is *rawIssue, want claim.Record) (Published, error) {
 	version := *is.ContentVersion
-	got, err := ParseBody(is.Body)
+	got, err := ParseBody(is.Body, t)
 	if err != nil {
 		return Published{}, fmt.Errorf("reading back %s: %w", t, err)
 	}

@@ -106,8 +106,8 @@ func sameRecord(a, b claim.Record) bool {
 // Markers of the machine-readable blocks. The JSON inside never contains
 // "-->" because encoding/json escapes '>' as \u003e.
 const (
-	recordOpen  = "<!-- fleet-claim:v1 "
-	auditOpen   = "<!-- fleet-claim-audit:v1 "
+	recordOpen  = claim.RecordMarker
+	auditOpen   = claim.AuditMarker
 	blockClose  = " -->"
 	blockJoiner = "\n\n"
 )
@@ -132,10 +132,13 @@ func blockSpan(text, open string) (start, end int, payload string, found bool, e
 	return start, end, text[payloadStart : payloadStart+rel], true, nil
 }
 
-// ParseBody extracts the claim record from an issue body. It returns nil when
-// the body holds no claim block, and an error wrapping ErrMalformedRecord when
-// the block is unreadable, incomplete or repeated.
-func ParseBody(body string) (*claim.Record, error) {
+// ParseBody extracts the claim record of item (an issue or pull request; its head
+// plays no part) from that item's body. It returns nil when the body holds no claim
+// block, or one about another item: a record is only ever written on its own item, so
+// such a block is text someone copied or forged, not a claim, and the next publication
+// replaces it. It returns an error wrapping ErrMalformedRecord when the block is
+// unreadable, incomplete or repeated.
+func ParseBody(body string, item claim.Target) (*claim.Record, error) {
 	_, _, payload, found, err := blockSpan(body, recordOpen)
 	if err != nil || !found {
 		return nil, err
@@ -146,6 +149,9 @@ func ParseBody(body string) (*claim.Record, error) {
 	}
 	if err := validateRecord(r); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrMalformedRecord, err)
+	}
+	if !r.Target().SameItem(itemOf(item)) {
+		return nil, nil
 	}
 	r = normalized(r)
 	return &r, nil

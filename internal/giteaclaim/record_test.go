@@ -21,6 +21,9 @@ func sampleRecord() claim.Record {
 	}
 }
 
+// sampleItem is the item sampleRecord is about.
+var sampleItem = claim.Target{Repository: "org/repo", Kind: claim.KindIssue, Number: 7}
+
 func TestWithRecordStripRecordRoundTrip(t *testing.T) {
 	rec := sampleRecord()
 	for _, tc := range []struct {
@@ -40,7 +43,7 @@ func TestWithRecordStripRecordRoundTrip(t *testing.T) {
 			if !strings.HasPrefix(withBlock, tc.body) {
 				t.Fatalf("WithRecord changed the existing body: %q", withBlock)
 			}
-			got, err := ParseBody(withBlock)
+			got, err := ParseBody(withBlock, sampleItem)
 			if err != nil || got == nil || !sameRecord(*got, rec) {
 				t.Fatalf("ParseBody = %+v, %v; want %+v", got, err, rec)
 			}
@@ -68,7 +71,7 @@ func TestWithRecordReplacesInPlace(t *testing.T) {
 	if !strings.HasPrefix(replaced, "head\n\n") || !strings.HasSuffix(replaced, " -->\ntail") {
 		t.Fatalf("replacement moved surrounding text: %q", replaced)
 	}
-	got, err := ParseBody(replaced)
+	got, err := ParseBody(replaced, sampleItem)
 	if err != nil || got.ClaimID != "claim-2" {
 		t.Fatalf("ParseBody = %+v, %v", got, err)
 	}
@@ -96,9 +99,14 @@ func TestParseBody(t *testing.T) {
 		{name: "incomplete", body: recordOpen + `{"claimID":"x","state":"active"}` + blockClose, malformed: true},
 		{name: "unknown state", body: strings.Replace(good, `"state":"active"`, `"state":"paused"`, 1), malformed: true},
 		{name: "unknown kind", body: strings.Replace(good, `"kind":"Issue"`, `"kind":"Epic"`, 1), malformed: true},
+		// A record is only ever written on its own item: one naming another item (copied or
+		// forged into this body) is no claim on this one.
+		{name: "a record about another number", body: strings.Replace(good, `"number":7`, `"number":8`, 1), wantNil: true},
+		{name: "a record about the pull request of the same number", body: strings.Replace(good, `"kind":"Issue"`, `"kind":"PullRequest"`, 1), wantNil: true},
+		{name: "a record about another repository", body: strings.Replace(good, `"repository":"org/repo"`, `"repository":"org/other"`, 1), wantNil: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseBody(tc.body)
+			got, err := ParseBody(tc.body, sampleItem)
 			if tc.malformed {
 				if !errors.Is(err, ErrMalformedRecord) {
 					t.Fatalf("err = %v, want ErrMalformedRecord", err)
@@ -232,7 +240,7 @@ func TestBlockNeverContainsTerminator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := ParseBody(body)
+	got, err := ParseBody(body, sampleItem)
 	if err != nil || got.Pin != rec.Pin {
 		t.Fatalf("hostile pin did not round-trip: %+v, %v", got, err)
 	}
@@ -257,7 +265,7 @@ func FuzzRecordBody(f *testing.F) {
 		if err != nil {
 			t.Fatalf("WithRecord(%q): %v", body, err)
 		}
-		got, err := ParseBody(withBlock)
+		got, err := ParseBody(withBlock, sampleItem)
 		if err != nil || got == nil || !sameRecord(*got, rec) {
 			t.Fatalf("ParseBody after WithRecord(%q) = %+v, %v", body, got, err)
 		}

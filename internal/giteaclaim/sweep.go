@@ -32,17 +32,14 @@ func (c *Client) ListRecords(ctx context.Context, repository string, since time.
 		if is == nil {
 			continue
 		}
-		rec, err := ParseBody(is.Body)
-		if err != nil || rec == nil {
-			continue
-		}
 		kind := claim.KindIssue
 		if is.PullRequest != nil {
 			kind = claim.KindPullRequest
 		}
 		t := claim.Target{Repository: repository, Kind: kind, Number: is.Index}
-		if !rec.Target().SameItem(t) {
-			continue // a record about another item is not this item's claim
+		rec, err := ParseBody(is.Body, t) // nil for a record about another item
+		if err != nil || rec == nil {
+			continue
 		}
 		out = append(out, claim.PublishedRecord{Target: t, Record: *rec})
 	}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"code.gitea.io/sdk/gitea"
 
@@ -117,7 +118,7 @@ func (c *Client) ReadTarget(ctx context.Context, t claim.Target) (claim.TargetSt
 		st.Labels = append(st.Labels, l.Name)
 	}
 	st.Labels = sortedUnique(st.Labels)
-	if st.ClaimRecord, err = ParseBody(is.Body); err != nil {
+	if st.ClaimRecord, err = ParseBody(is.Body, t); err != nil {
 		return claim.TargetState{}, fmt.Errorf("%s: %w", t, err)
 	}
 	held := st.ClaimRecord.InForce(c.now())
@@ -395,4 +396,28 @@ func sortedUnique(in []string) []string {
 	out := slices.DeleteFunc(slices.Clone(in), func(s string) bool { return s == "" })
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// CommentsBy counts the comments login wrote on item t (an issue or pull request) that were
+// created or edited at or after since, and their total length in bytes.
+func (c *Client) CommentsBy(ctx context.Context, t claim.Target, login string, since time.Time) (count, size int, err error) {
+	owner, name, err := validateTarget(t)
+	if err != nil {
+		return 0, 0, err
+	}
+	sdk := c.SDK(ctx)
+	path := fmt.Sprintf("%s/issues/%d/comments", repoPath(owner, name), t.Number)
+	comments, err := listAll(path, func(o gitea.ListOptions) ([]*gitea.Comment, *gitea.Response, error) {
+		return sdk.ListIssueComments(owner, name, t.Number, gitea.ListIssueCommentOptions{ListOptions: o, Since: since})
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("listing the comments of %s: %w", t, err)
+	}
+	for _, cm := range comments {
+		if cm != nil && cm.Poster != nil && strings.EqualFold(cm.Poster.UserName, login) {
+			count++
+			size += len(cm.Body)
+		}
+	}
+	return count, size, nil
 }

@@ -96,7 +96,7 @@ var _ = Describe("The lock and claim-record primitives stay independently callab
 		Expect(fe.Holder.ClaimID).To(Equal(string(tc.UID)))
 		body, err := srv.Body(ctx, repo, held.Number)
 		Expect(err).NotTo(HaveOccurred())
-		parsed, err := giteaclaim.ParseBody(body)
+		parsed, err := giteaclaim.ParseBody(body, apiconv.Target(held))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(parsed.ClaimID).To(Equal(string(tc.UID)))
 		Expect(parsed.Generation).To(Equal(tc.Status.Capability.LeaseGeneration))
