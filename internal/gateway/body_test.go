@@ -264,18 +264,18 @@ func checkAgreement(t *testing.T, contentType, rawQuery string, body []byte, rt 
 
 func TestJSONContentType(t *testing.T) {
 	for ct, want := range map[string]bool{
-		"application/json":                         true,
-		"application/json; charset=utf-8":          true,
-		"Application/JSON; charset=UTF-8":          true,
+		"application/json":                          true,
+		"application/json; charset=utf-8":           true,
+		"Application/JSON; charset=UTF-8":           true,
 		"application/json; charset=form-urlencoded": false, // Gitea binds the query
-		"application/json; x=multipart/form-data":  false,
-		"application/json; charset=latin1":         false,
-		"application/json;charset=utf-8;a=b":       false,
-		"application/x-www-form-urlencoded":        false,
-		"text/json":                                false,
-		"application/jsonx":                        false,
-		"":                                         false,
-		"application/json, text/plain":             false,
+		"application/json; x=multipart/form-data":   false,
+		"application/json; charset=latin1":          false,
+		"application/json;charset=utf-8;a=b":        false,
+		"application/x-www-form-urlencoded":         false,
+		"text/json":                                 false,
+		"application/jsonx":                         false,
+		"":                                          false,
+		"application/json, text/plain":              false,
 	} {
 		if got := JSONContentType(ct); got != want {
 			t.Errorf("JSONContentType(%q) = %v, want %v", ct, got, want)
@@ -301,7 +301,9 @@ func TestDecodeBody(t *testing.T) {
 			check: func(w claim.Write) bool { return slices.Equal(w.Text, []string{"hello"}) }},
 		{name: "comment with an unknown field", rt: comment, body: `{"body":"x","token":"t"}`},
 		{name: "review", rt: review, body: `{"event":"COMMENT","commit_id":"abc","body":"b","comments":[{"path":"a.go","body":"c","new_position":3}]}`, ok: true,
-			check: func(w claim.Write) bool { return w.Event == "COMMENT" && w.CommitID == "abc" && slices.Contains(w.Text, "c") }},
+			check: func(w claim.Write) bool {
+				return w.Event == "COMMENT" && w.CommitID == "abc" && slices.Contains(w.Text, "c")
+			}},
 		{name: "review with event twice", rt: review, body: `{"event":"COMMENT","event":"APPROVED","commit_id":"abc"}`},
 		{name: "review with an escaped duplicate", rt: review, body: `{"event":"COMMENT","\u0065vent":"APPROVED"}`},
 		{name: "review with a case variant", rt: review, body: `{"event":"APPROVED","EVENT":"COMMENT"}`},
