@@ -145,6 +145,10 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		return fmt.Errorf("gitea client: %w", err)
 	}
 	if cfg.gatewayAddr != "" {
+		if err := mgr.Add(&gateway.Doctor{Repository: cfg.repository, Gitea: gc,
+			Credentials: gateway.NewCredentials(mgr.GetAPIReader(), cfg.gatewayCredentials, gc)}); err != nil {
+			return fmt.Errorf("gitea doctor: %w", err)
+		}
 		if err := mgr.Add(&gateway.Gateway{
 			Addr:        cfg.gatewayAddr,
 			CertDir:     cfg.gatewayCertDir,

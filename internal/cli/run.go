@@ -48,6 +48,7 @@ func RunExecShim() (code int, ok bool) { return runExecShim() }
 func newRunCommand(o *Options) *cobra.Command {
 	var f registerFlags
 	var every time.Duration
+	isolate := true
 	cmd := &cobra.Command{
 		Use:   "run --identity LOGIN --repository OWNER/NAME -- CMD [ARG...]",
 		Short: "Start a command as a registered worker, heartbeat while it runs, pass on its exit code",
@@ -55,7 +56,10 @@ func newRunCommand(o *Options) *cobra.Command {
 heartbeat while it runs, and let the registration lapse when it exits: heartbeats stop,
 nothing is deleted, and a later retirement plan finds the row stale and its process gone.
 CMD gets FLEET_WORKER and FLEET_NAMESPACE, so kubectl fleet commands it runs (claim,
-release, token, mcp) act for this worker. The exit code is CMD's own (128+N when signal
+release, token, mcp) act for this worker, and a KUBECONFIG of the worker's own
+ServiceAccount (a token renewed while it runs): CMD never gets the launcher's kubeconfig
+or Gitea token variables, so it can do what the fleet-worker role allows its worker and
+nothing more. --isolate=false hands CMD the launcher's environment unchanged. The exit code is CMD's own (128+N when signal
 N ended it); SIGINT and SIGTERM are passed on to CMD. The registration's name is
 printed on stderr.`,
 		Example: `  # Run an agent as worker bot-alice on acme/widgets
@@ -89,15 +93,20 @@ printed on stderr.`,
 			if err != nil {
 				return err
 			}
-			return o.runWorker(cmd, c, &f, ns, path, args, every)
+			if isolate && !f.serviceAccount {
+				return usageErrorf("--isolate needs the worker's ServiceAccount: drop --service-account=false, or pass --isolate=false")
+			}
+			return o.runWorker(cmd, c, &f, ns, path, args, every, isolate)
 		},
 	}
 	f.add(cmd, false)
+	cmd.Flags().BoolVar(&isolate, "isolate", true,
+		"Give CMD a kubeconfig of the worker's own ServiceAccount instead of the launcher's credentials.")
 	cmd.Flags().DurationVar(&every, "every", 0, "Heartbeat interval (default: a third of --ttl).")
 	return cmd
 }
 
-func (o *Options) runWorker(cmd *cobra.Command, c client.Client, f *registerFlags, ns, path string, args []string, every time.Duration) error {
+func (o *Options) runWorker(cmd *cobra.Command, c client.Client, f *registerFlags, ns, path string, args []string, every time.Duration, isolate bool) error {
 	ctx := cmd.Context()
 	self, err := os.Executable()
 	if err != nil {
@@ -115,6 +124,16 @@ func (o *Options) runWorker(cmd *cobra.Command, c client.Client, f *registerFlag
 	child := exec.Command(self, append([]string{path}, args...)...)
 	child.Env = append(withoutEnv(os.Environ(), EnvWorker, EnvNamespace, envExecShim),
 		EnvWorker+"="+name, EnvNamespace+"="+ns, envExecShim+"=1")
+	var creds *childCredentials
+	if isolate {
+		// The kubeconfig's path is fixed now; it is written, with its first token, once
+		// the worker is registered, and the command only starts after that (the gate).
+		if creds, err = newChildCredentials(); err != nil {
+			return err
+		}
+		defer creds.remove()
+		child.Env = append(withoutEnv(child.Env, credentialEnv...), "KUBECONFIG="+creds.kubeconfig())
+	}
 	child.ExtraFiles = []*os.File{gateR}
 	// The command's stderr and this launcher's messages share one writer.
 	errOut := &syncWriter{w: o.Streams.ErrOut}
@@ -146,6 +165,15 @@ func (o *Options) runWorker(cmd *cobra.Command, c client.Client, f *registerFlag
 		return abort(err)
 	}
 	fmt.Fprintf(errOut, "kubectl fleet run: registered %s/%s (pid %d)\n", ns, name, p.PID)
+	if creds != nil {
+		cfg, err := o.ConfigFlags.ToRESTConfig()
+		if err != nil {
+			return abort(err)
+		}
+		if err := creds.write(ctx, c, cfg, ns, name); err != nil {
+			return abort(fmt.Errorf("%w (pass --isolate=false to run the command with your own credentials)", err))
+		}
+	}
 	if _, err := gateW.Write([]byte("go")); err != nil {
 		return abort(fmt.Errorf("starting %s: %w", args[0], err))
 	}
@@ -163,6 +191,11 @@ func (o *Options) runWorker(cmd *cobra.Command, c client.Client, f *registerFlag
 			// harmless, since the pid is gone either way.
 			if err := o.heartbeat(ctx, c, key); err != nil && ctx.Err() == nil {
 				fmt.Fprintf(errOut, "kubectl fleet run: heartbeat of %s failed: %v\n", name, err)
+			}
+			if creds != nil && creds.due(o.Now()) {
+				if err := creds.renew(ctx, c, ns, name); err != nil && ctx.Err() == nil {
+					fmt.Fprintf(errOut, "kubectl fleet run: renewing the command's token failed: %v\n", err)
+				}
 			}
 		case err := <-exited:
 			return exitOf(err)

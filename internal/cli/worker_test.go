@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -134,5 +135,36 @@ var _ = Describe("register, heartbeat and run", func() {
 		By("passing on a signal's exit code")
 		r = fleetCmd(ctx, ns, nil, "run", "--identity", "bot-sig", "--repository", repo, "--host-id", testHostID, "--", "sh", "-c", "kill -TERM $$")
 		Expect(r.code).To(Equal(128+15), "%s", r)
+	})
+
+	It("gives the command its worker's own credentials, never the launcher's", func() {
+		ns := newNamespace()
+		other := "bystander"
+		Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: other, Namespace: ns}})).To(Succeed())
+		GinkgoT().Setenv("FLEET_GITEA_TOKEN_FILE", "/launcher/admin-token")
+		GinkgoT().Setenv("KUBECONFIG", kubeconfig)
+		script := `set -u
+echo "gitea-token-file=${FLEET_GITEA_TOKEN_FILE:-none}"
+[ "$KUBECONFIG" != "` + kubeconfig + `" ] && echo "kubeconfig=own"
+# RBAC reaches the authorizer's cache a moment after the launcher binds the role.
+for i in $(seq 50); do [ "$(kubectl auth can-i create taskclaims.fleet.giteatools.dev -n ` + ns + ` 2>/dev/null)" = yes ] && break; sleep 0.2; done
+echo "secrets=$(kubectl auth can-i list secrets -n ` + ns + ` 2>/dev/null)"
+echo "claims=$(kubectl auth can-i create taskclaims.fleet.giteatools.dev -n ` + ns + ` 2>/dev/null)"
+kubectl create token "$FLEET_WORKER" -n ` + ns + ` >/dev/null && echo "own-token=yes"
+kubectl create token ` + other + ` -n ` + ns + ` >/dev/null 2>&1 || echo "other-token=refused"
+exit 0`
+		r := fleetCmd(ctx, ns, nil, "run", "--identity", "bot-iso", "--repository", repo, "--host-id", testHostID, "--", "sh", "-c", script)
+		Expect(r.code).To(Equal(cli.ExitOK), "%s", r)
+		Expect(r.stdout).To(ContainSubstring("gitea-token-file=none"), "the launcher's Gitea token file is not passed on")
+		Expect(r.stdout).To(ContainSubstring("kubeconfig=own"))
+		Expect(r.stdout).To(ContainSubstring("secrets=no"), "the command cannot read Secrets (the gateway's Gitea tokens)")
+		Expect(r.stdout).To(ContainSubstring("claims=yes"), "the command can do what its worker may")
+		Expect(r.stdout).To(ContainSubstring("own-token=yes"), "the command mints its own gateway token")
+		Expect(r.stdout).To(ContainSubstring("other-token=refused"), "the command cannot mint another ServiceAccount's token")
+
+		By("the control: --isolate=false hands the command the launcher's credentials")
+		r = fleetCmd(ctx, ns, nil, "run", "--isolate=false", "--identity", "bot-iso", "--repository", repo, "--host-id", testHostID, "--", "sh", "-c", script)
+		Expect(r.code).To(Equal(cli.ExitOK), "%s", r)
+		Expect(r.stdout).To(ContainSubstring("secrets=yes"))
 	})
 })

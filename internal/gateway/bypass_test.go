@@ -344,3 +344,18 @@ func gzipped(b []byte) []byte {
 	Expect(zw.Close()).To(Succeed())
 	return out.Bytes()
 }
+
+var _ = Describe("The Gitea doctor", func() {
+	It("finds nothing in the setup docs/gateway.md asks for, and warns of an unprotected default branch", func() {
+		newWorker(nsMain) // at least one worker identity with gateway credentials
+		doctor := func(r string) *gateway.Doctor {
+			return &gateway.Doctor{Repository: r, Gitea: gc, Credentials: gateway.NewCredentials(apiReader, credsNS, gc)}
+		}
+		findings, err := doctor(repo).Check(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(findings).To(BeEmpty(), "main is protected and only the controller may push")
+		findings, err = doctor(otherRepo).Check(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(findings).To(ConsistOf(ContainSubstring("default branch main is not protected")))
+	})
+})

@@ -1,6 +1,7 @@
 package giteaclaim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -420,4 +421,38 @@ func (c *Client) CommentsBy(ctx context.Context, t claim.Target, login string, s
 		}
 	}
 	return count, size, nil
+}
+
+// Setup reads what claim.CheckHardening decides on: the repository's default branch, its
+// branch protection rules, and whether each of logins is a site administrator.
+func (c *Client) Setup(ctx context.Context, repository string, logins []string) (claim.GiteaSetup, error) {
+	owner, name, err := splitRepo(repository)
+	if err != nil {
+		return claim.GiteaSetup{}, err
+	}
+	sdk := c.SDK(ctx)
+	repo, resp, err := sdk.GetRepo(owner, name)
+	if err != nil {
+		return claim.GiteaSetup{}, sdkErr("GET", repoPath(owner, name), resp, err)
+	}
+	rules, resp, err := sdk.ListBranchProtections(owner, name, gitea.ListBranchProtectionsOptions{})
+	if err != nil {
+		return claim.GiteaSetup{}, sdkErr("GET", repoPath(owner, name)+"/branch_protections", resp, err)
+	}
+	s := claim.GiteaSetup{DefaultBranch: repo.DefaultBranch, Workers: map[string]bool{}}
+	for _, r := range rules {
+		if r == nil {
+			continue
+		}
+		s.Rules = append(s.Rules, claim.BranchRule{Name: cmp.Or(r.RuleName, r.BranchName), EnablePush: r.EnablePush,
+			PushAllowlistOn: r.EnablePushWhitelist, PushAllowlist: r.PushWhitelistUsernames})
+	}
+	for _, login := range logins {
+		u, resp, err := sdk.GetUserInfo(login)
+		if err != nil {
+			return claim.GiteaSetup{}, sdkErr("GET", "/users/"+url.PathEscape(login), resp, err)
+		}
+		s.Workers[login] = u.IsAdmin
+	}
+	return s, nil
 }

@@ -19,7 +19,7 @@ func TestObjectsOfTheProjectManifests(t *testing.T) {
 	}
 	sort.Strings(names)
 	for _, want := range []string{"fleet-controller", "fleet-retirement-approver", "fleet-retirement-planner", "fleet-worker",
-		"fleet-retirementplan-approval", "fleet-taskclaim-owner", "fleet-workerregistration-guard"} {
+		"fleet-retirementplan-approval", "fleet-taskclaim-owner", "fleet-workerregistration-guard", "fleet-worker-token"} {
 		if i := sort.SearchStrings(names, want); i >= len(names) || names[i] != want {
 			t.Errorf("%s not found in %v", want, names)
 		}

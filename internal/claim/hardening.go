@@ -1,0 +1,68 @@
+package claim
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// BranchRule is one branch protection rule of the repository as Gitea reports it.
+type BranchRule struct {
+	// Name is the rule's branch name or glob pattern.
+	Name string
+	// EnablePush is whether anybody may push; PushAllowlist, when set, narrows that to
+	// the listed logins (PushAllowlistOn says the allowlist is in force).
+	EnablePush, PushAllowlistOn bool
+	PushAllowlist               []string
+}
+
+// GiteaSetup is what the hardening check reads from Gitea: the repository's default
+// branch, its protection rules, and the worker identities with their site-admin flag.
+type GiteaSetup struct {
+	DefaultBranch string
+	Rules         []BranchRule
+	// Workers maps each worker identity (a login the gateway acts as) to whether Gitea
+	// reports it as a site administrator.
+	Workers map[string]bool
+}
+
+// CheckHardening lists what in a Gitea setup lets a worker write around the gateway, in
+// the terms of docs/gateway.md: the default branch must be protected, only an allowlist
+// without worker identities may push to it, and no worker identity may be a site
+// administrator (who bypasses every rule). An empty list means nothing was found.
+func CheckHardening(s GiteaSetup) []string {
+	var out []string
+	workers := make([]string, 0, len(s.Workers))
+	for w, admin := range s.Workers {
+		workers = append(workers, w)
+		if admin {
+			out = append(out, fmt.Sprintf("worker identity %s is a Gitea site administrator: it bypasses branch protection", w))
+		}
+	}
+	slices.Sort(workers)
+	slices.Sort(out)
+	if s.DefaultBranch == "" {
+		return append(out, "the repository's default branch is unknown")
+	}
+	var rule *BranchRule
+	for i, r := range s.Rules {
+		if ok, _ := path.Match(r.Name, s.DefaultBranch); ok || r.Name == s.DefaultBranch {
+			rule = &s.Rules[i]
+			break
+		}
+	}
+	switch {
+	case rule == nil:
+		out = append(out, fmt.Sprintf("the default branch %s is not protected: any writer, every worker identity among them, can push to it", s.DefaultBranch))
+	case rule.EnablePush && !rule.PushAllowlistOn:
+		out = append(out, fmt.Sprintf("the protection of %s lets every writer push to it, every worker identity among them", s.DefaultBranch))
+	case rule.EnablePush:
+		for _, w := range workers {
+			if slices.ContainsFunc(rule.PushAllowlist, func(l string) bool { return strings.EqualFold(l, w) }) {
+				out = append(out, fmt.Sprintf("worker identity %s may push to %s (push allowlist)", w, s.DefaultBranch))
+			}
+		}
+	}
+	return out
+}
