@@ -13,7 +13,10 @@
 #     repository with two tokens: a read-only one the worker holds (tokens/worker-N;
 #     a worker reads Gitea directly and writes only through the controller's gateway),
 #     and a gateway token (write:repository, write:issue, read:user) that only the
-#     gateway uses to write as that worker;
+#     gateway uses to write as that worker. Each account's password is random, used
+#     once to mint those tokens and then forgotten: nobody can sign in as a worker;
+#   - branch protection on main as docs/gateway.md asks: only the controller's account
+#     pushes, one approval required, stale approvals dismissed;
 #   - the controller's token (admin-token);
 #   - manifests/: the gateway credentials as Secrets labelled
 #     fleet.giteatools.dev/gitea-login=<login> in the namespace fleet-system (and that
@@ -34,7 +37,9 @@ CREDS_NS=${DEMO_CREDENTIALS_NAMESPACE:-fleet-system}
 ORG=fleet
 REPO=demo
 WORKERS=(worker-1 worker-2 worker-3)
-WORKER_PW=Fleet-W0rker-Passw0rd
+# A fresh random password per run, never written down: it mints the worker tokens below,
+# then nothing can use it.
+WORKER_PW=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')Aa1-
 
 LIB_LOG_TAG=demo
 # shellcheck source=hack/lib.sh
@@ -94,6 +99,7 @@ up() {
 			  token: $token
 		YAML
 	done
+	api POST "/repos/$ORG/$REPO/branch_protections" "{\"rule_name\":\"main\",\"enable_push\":true,\"enable_push_whitelist\":true,\"push_whitelist_usernames\":[\"$GITEA_ADMIN\"],\"required_approvals\":1,\"block_on_rejected_reviews\":true,\"dismiss_stale_approvals\":true}" >/dev/null
 	printf '%s\n' "$GITEA_TOKEN" >"$DEMO/admin-token"
 	{
 		printf 'export GITEA_URL=%s\n' "$GITEA_URL"
@@ -101,7 +107,7 @@ up() {
 		printf 'export FLEET_GITEA_TOKEN_FILE=%s\n' "$DEMO/admin-token"
 		printf 'export FLEET_DEMO_MANIFESTS=%s\n' "$DEMO/manifests"
 		printf '# Gitea login (web UI, admin): %s / %s\n' "$GITEA_ADMIN" "$GITEA_ADMIN_PASSWORD"
-		printf '# Worker accounts: %s (password %s), read-only tokens in %s/ (gateway tokens: Secrets in %s)\n' "${WORKERS[*]}" "$WORKER_PW" "$DEMO/tokens" "$CREDS_NS"
+		printf '# Worker accounts: %s (no password anyone keeps), read-only tokens in %s/ (gateway tokens: Secrets in %s); main is protected\n' "${WORKERS[*]}" "$DEMO/tokens" "$CREDS_NS"
 	} >"$DEMO/env"
 	log "up: $GITEA_URL/$ORG/$REPO with ${#WORKERS[@]} workers and 3 issues"
 	printf '%s\n' "$DEMO/env"
