@@ -373,21 +373,9 @@ func refuse(op, reason, claimName string) WriteVerdict {
 // workers are never considered and no message names another task.
 func AuthorizeWrite(in WriteInput) WriteVerdict {
 	w := in.Write
-	op := w.Route.Operation
-	if w.Route.Body == BodyReview {
-		var ok bool
-		if op, ok = ReviewOperation(w.Event); !ok {
-			return refuse(OpReview, ReasonOperationNotPermitted, "")
-		}
-	}
-	if !sameRepository(w.Route.Repository, in.Repository) {
-		return refuse(op, ReasonWrongRepository, "")
-	}
-	if len(w.Forbidden) > 0 {
-		return refuse(op, ReasonFieldNotPermitted, "")
-	}
-	if slices.ContainsFunc(w.Text, ContainsReservedMarker) {
-		return refuse(op, ReasonReservedMarker, "")
+	op, refused := checkWriteShape(in)
+	if refused != nil {
+		return *refused
 	}
 	active := make([]HeldClaim, 0, len(in.Claims))
 	for _, h := range in.Claims {
@@ -445,6 +433,33 @@ func AuthorizeWrite(in WriteInput) WriteVerdict {
 		last = refuse(op, reason, h.Name)
 	}
 	return last
+}
+
+// checkWriteShape resolves the operation (a review's event) and refuses, before any claim
+// is looked at, what no claim could permit: an unknown review event, another repository,
+// a field the gateway does not forward, a text carrying a controller marker.
+func checkWriteShape(in WriteInput) (string, *WriteVerdict) {
+	w := in.Write
+	op := w.Route.Operation
+	fail := func(op, reason string) (string, *WriteVerdict) {
+		v := refuse(op, reason, "")
+		return op, &v
+	}
+	if w.Route.Body == BodyReview {
+		var ok bool
+		if op, ok = ReviewOperation(w.Event); !ok {
+			return fail(OpReview, ReasonOperationNotPermitted)
+		}
+	}
+	switch {
+	case !sameRepository(w.Route.Repository, in.Repository):
+		return fail(op, ReasonWrongRepository)
+	case len(w.Forbidden) > 0:
+		return fail(op, ReasonFieldNotPermitted)
+	case slices.ContainsFunc(w.Text, ContainsReservedMarker):
+		return fail(op, ReasonReservedMarker)
+	}
+	return op, nil
 }
 
 // authorizeByBranch authorizes a push or a new pull request: every ref must be the work

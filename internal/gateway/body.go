@@ -59,26 +59,33 @@ type field struct {
 	text bool
 }
 
+// Names used more than once below.
+const (
+	nameBody          = "body"
+	aliasTitle        = "title"
+	nameMergeCommitID = "merge_commit_id"
+)
+
 // bodyRules are the fields of each body rule, exactly as Gitea 1.26 names them.
 var bodyRules = map[claim.BodyRule]map[string]field{
 	claim.BodyComment: {
-		"body": {typ: typeString, text: true},
+		nameBody: {typ: typeString, text: true},
 	},
 	claim.BodyReview: {
 		"event":     {typ: typeString, set: func(w *claim.Write, v string) { w.Event = v }},
-		"body":      {typ: typeString, text: true},
+		nameBody:    {typ: typeString, text: true},
 		"commit_id": {typ: typeString, set: func(w *claim.Write, v string) { w.CommitID = v }},
 		"comments":  {typ: typeReviewComments},
 	},
 	claim.BodyMerge: {
 		"Do":                        {typ: typeString, alias: "do", set: setMergeStyle},
 		"do":                        {typ: typeString, alias: "do", set: setMergeStyle},
-		"MergeTitleField":           {typ: typeString, alias: "title", text: true},
-		"merge_title_field":         {typ: typeString, alias: "title", text: true},
+		"MergeTitleField":           {typ: typeString, alias: aliasTitle, text: true},
+		"merge_title_field":         {typ: typeString, alias: aliasTitle, text: true},
 		"MergeMessageField":         {typ: typeString, alias: "message", text: true},
 		"merge_message_field":       {typ: typeString, alias: "message", text: true},
-		"MergeCommitID":             {typ: typeString, alias: "merge_commit_id", zeroOnly: true},
-		"merge_commit_id":           {typ: typeString, alias: "merge_commit_id", zeroOnly: true},
+		"MergeCommitID":             {typ: typeString, alias: nameMergeCommitID, zeroOnly: true},
+		nameMergeCommitID:           {typ: typeString, alias: nameMergeCommitID, zeroOnly: true},
 		"head_commit_id":            {typ: typeString, set: func(w *claim.Write, v string) { w.CommitID = v }},
 		"force_merge":               {typ: typeBool, zeroOnly: true},
 		"merge_when_checks_succeed": {typ: typeBool, zeroOnly: true},
@@ -87,8 +94,8 @@ var bodyRules = map[claim.BodyRule]map[string]field{
 	claim.BodyOpenPull: {
 		"head":                  {typ: typeString, set: func(w *claim.Write, v string) { w.PullHead = v }},
 		"base":                  {typ: typeString, set: func(w *claim.Write, v string) { w.PullBase = v }},
-		"title":                 {typ: typeString, text: true},
-		"body":                  {typ: typeString, text: true},
+		aliasTitle:              {typ: typeString, text: true},
+		nameBody:                {typ: typeString, text: true},
 		"assignee":              {typ: typeString, zeroOnly: true},
 		"assignees":             {typ: typeStrings, zeroOnly: true},
 		"reviewers":             {typ: typeStrings, zeroOnly: true},
@@ -103,7 +110,7 @@ var bodyRules = map[claim.BodyRule]map[string]field{
 // reviewCommentFields are the fields of one inline review comment.
 var reviewCommentFields = map[string]field{
 	"path":         {typ: typeString},
-	"body":         {typ: typeString, text: true},
+	nameBody:       {typ: typeString, text: true},
 	"old_position": {typ: typeInt},
 	"new_position": {typ: typeInt},
 }

@@ -340,7 +340,7 @@ func TestDecodeBody(t *testing.T) {
 				}
 				return
 			}
-			if !slices.Equal(w.Forbidden, tt.forbidden) && !(len(w.Forbidden) == 0 && len(tt.forbidden) == 0) {
+			if len(w.Forbidden)+len(tt.forbidden) > 0 && !slices.Equal(w.Forbidden, tt.forbidden) {
 				t.Fatalf("forbidden = %v, want %v", w.Forbidden, tt.forbidden)
 			}
 			if tt.check != nil && !tt.check(w) {

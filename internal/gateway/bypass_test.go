@@ -26,16 +26,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/capability"
 	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/test/support/testgitea"
 )
 
-// raw sends a request with a literal Content-Type and body through base as w.
-func (w *worker) raw(base, method, path, contentType, body string) answer {
+// raw POSTs a literal Content-Type and body through the manager's gateway as w.
+func (w *worker) raw(path, contentType, body string) answer {
 	GinkgoHelper()
-	req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, gatewayURL+path, strings.NewReader(body))
 	Expect(err).NotTo(HaveOccurred())
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -84,22 +85,22 @@ var _ = Describe("A reviewer that shows the gateway one body and Gitea another",
 		comment := `{"event":"COMMENT","commit_id":"` + pr.HeadSHA + `","body":"looks fine"}`
 
 		By("a JSON body under a Content-Type Gitea binds as a form, with the approval in the query")
-		expectMalformed(r.raw(gatewayURL, http.MethodPost, reviews+"?event=APPROVED&commit_id="+pr.HeadSHA,
+		expectMalformed(r.raw(reviews+"?event=APPROVED&commit_id="+pr.HeadSHA,
 			"application/json; charset=form-urlencoded", comment))
 		By("the same as a real form body")
-		expectMalformed(r.raw(gatewayURL, http.MethodPost, reviews, "application/x-www-form-urlencoded",
+		expectMalformed(r.raw(reviews, "application/x-www-form-urlencoded",
 			"event=APPROVED&commit_id="+pr.HeadSHA))
 		By("two spellings of the event, which the two JSON decoders resolve differently")
-		expectMalformed(r.raw(gatewayURL, http.MethodPost, reviews, "application/json",
+		expectMalformed(r.raw(reviews, "application/json",
 			`{"event":"APPROVED","EVENT":"COMMENT","commit_id":"`+pr.HeadSHA+`"}`))
-		expectMalformed(r.raw(gatewayURL, http.MethodPost, reviews, "application/json",
+		expectMalformed(r.raw(reviews, "application/json",
 			`{"event":"COMMENT","event":"APPROVED","commit_id":"`+pr.HeadSHA+`"}`))
-		expectMalformed(r.raw(gatewayURL, http.MethodPost, reviews, "application/json",
+		expectMalformed(r.raw(reviews, "application/json",
 			`{"Event":"APPROVED","commit_id":"`+pr.HeadSHA+`"}`))
 		Expect(reviewsOf(pr.Number)).NotTo(HaveKey(r.identity), "refused reviews never reach Gitea")
 
 		By("the honest request with a query appended: forwarded without it, stored as the comment it is")
-		a := r.raw(gatewayURL, http.MethodPost, reviews+"?event=APPROVED", "application/json", comment)
+		a := r.raw(reviews+"?event=APPROVED", "application/json", comment)
 		Expect(a.status).To(Equal(http.StatusOK), "%s", a.body)
 		Expect(reviewsOf(pr.Number)).To(HaveKeyWithValue(r.identity, []string{string(gitea.ReviewStateComment)}))
 	})
@@ -153,7 +154,7 @@ var _ = Describe("An author's pull request", func() {
 		forged := "Fixes #" + itoa(n) + "\n\n" + claim.RecordMarker + `{"claimID":"x","number":` + itoa(n+1000) + `} -->`
 		expectRefused(a.via(http.MethodPost, pulls, with("body", forged)), claim.ReasonReservedMarker)
 		By("as a form, whose labels the gateway would not see")
-		expectMalformed(a.raw(gatewayURL, http.MethodPost, pulls, "application/x-www-form-urlencoded",
+		expectMalformed(a.raw(pulls, "application/x-www-form-urlencoded",
 			"head="+branch+"&base=main&title=Implement&body=Fixes+%23"+itoa(n)+"&labels="+itoa(labelID)))
 		Expect(openPulls()).To(BeZero(), "no refused pull request was created")
 
@@ -227,10 +228,10 @@ var _ = Describe("Comments", func() {
 		w.activate(issueTarget(n))
 		p := apiPath("/issues/%d/comments", n)
 		before := commentCount(n) // the controller's audit comments
-		expectMalformed(w.raw(gatewayURL, http.MethodPost, p, "application/x-www-form-urlencoded", "body=hi&sudo="+srv.AdminLogin))
-		expectMalformed(w.raw(gatewayURL, http.MethodPost, p, "multipart/form-data; boundary=x", "--x\r\n"))
+		expectMalformed(w.raw(p, "application/x-www-form-urlencoded", "body=hi&sudo="+srv.AdminLogin))
+		expectMalformed(w.raw(p, "multipart/form-data; boundary=x", "--x\r\n"))
 		Expect(commentCount(n)).To(Equal(before))
-		a := w.raw(gatewayURL, http.MethodPost, p+"?sudo="+srv.AdminLogin+"&token="+srv.Token, "application/json", `{"body":"hi"}`)
+		a := w.raw(p+"?sudo="+srv.AdminLogin+"&token="+srv.Token, "application/json", `{"body":"hi"}`)
 		Expect(a.status).To(Equal(http.StatusCreated), "%s", a.body)
 		Expect(author(a)).To(Equal(w.identity), "the comment is the worker's, whatever the query asked")
 	})
@@ -357,5 +358,25 @@ var _ = Describe("The Gitea doctor", func() {
 		findings, err = doctor(otherRepo).Check(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(findings).To(ConsistOf(ContainSubstring("default branch main is not protected")))
+	})
+})
+
+var _ = Describe("The capability endpoint", func() {
+	It("limits each caller's questions and answers from the manager's cache", func() {
+		w := newWorker(nsMain)
+		n := newIssue("capability rate")
+		w.activate(issueTarget(n))
+		cs := &capability.Server{Reader: apiReader, Cache: k8s, Clock: clock.RealClock{}, Authn: gateway.NewAuthenticator(k8s), Rate: 0.001, Burst: 2}
+		hs := httptest.NewServer(cs.Handler())
+		DeferCleanup(hs.Close)
+		q := map[string]any{"repository": repo, "kind": "Issue", "number": n, "operation": claim.OpComment}
+		for range 2 {
+			a := do(hs.URL, http.MethodPost, "/v1/authorize", "Bearer "+w.saToken, q)
+			Expect(a.status).To(Equal(http.StatusOK), "%s", a.body)
+			Expect(string(a.body)).To(ContainSubstring(`"allowed":true`))
+		}
+		a := do(hs.URL, http.MethodPost, "/v1/authorize", "Bearer "+w.saToken, q)
+		Expect(a.status).To(Equal(http.StatusTooManyRequests), "%s", a.body)
+		Expect(a.refusal.Reason).To(Equal("rate_limited"))
 	})
 })

@@ -235,6 +235,57 @@ var _ = Describe("docs/quickstart.md", Ordered, func() {
 		out := output(steps, "9.")
 		Expect(out).To(MatchRegexp(`(?m)^fleet_gateway_requests_total\{operation="comment",verdict="allowed"\} 1$`))
 		Expect(out).To(MatchRegexp(`(?m)^fleet_gateway_requests_total\{operation="comment",verdict="refused"\} 2$`))
+		Expect(out).To(MatchRegexp(`(?m)^fleet_gitea_hardening_findings 0$`), "the demo's Gitea holds to docs/gateway.md")
+	})
+
+	It("gives the demo's worker accounts no way to write to Gitea around the gateway", func() {
+		demo := filepath.Dir(banner["FLEET_DEMO_MANIFESTS"])
+		env, err := os.ReadFile(filepath.Join(demo, "env"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(env)).To(ContainSubstring("Worker accounts"))
+		Expect(string(env)).NotTo(MatchRegexp(`\(password \S+\)`), "no worker password is printed")
+		api := banner["GITEA_URL"] + "/api/v1"
+		post := func(path, user, password, token, body string) int {
+			GinkgoHelper()
+			req, err := http.NewRequest(http.MethodPost, api+path, strings.NewReader(body))
+			Expect(err).NotTo(HaveOccurred())
+			req.Header.Set("Content-Type", "application/json")
+			if token != "" {
+				req.Header.Set("Authorization", "token "+token)
+			} else {
+				req.SetBasicAuth(user, password)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			_ = resp.Body.Close()
+			return resp.StatusCode
+		}
+		By("the password the demo once printed mints no token")
+		Expect(post("/users/worker-1/tokens", "worker-1", "Fleet-W0rker-Passw0rd", "", `{"name":"x","scopes":["write:repository"]}`)).
+			To(Equal(http.StatusUnauthorized))
+		By("the worker's own token cannot comment")
+		tok, err := os.ReadFile(filepath.Join(demo, "tokens", "worker-1"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(post("/repos/"+banner["FLEET_REPOSITORY"]+"/issues/1/comments", "", "", strings.TrimSpace(string(tok)), `{"body":"direct"}`)).
+			To(Equal(http.StatusForbidden))
+		By("main is protected: only the controller's account may push")
+		req, err := http.NewRequest(http.MethodGet, api+"/repos/"+banner["FLEET_REPOSITORY"]+"/branch_protections", nil)
+		Expect(err).NotTo(HaveOccurred())
+		admin, err := os.ReadFile(banner["FLEET_GITEA_TOKEN_FILE"])
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Authorization", "token "+strings.TrimSpace(string(admin)))
+		resp, err := http.DefaultClient.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = resp.Body.Close() }()
+		var rules []struct {
+			RuleName      string   `json:"rule_name"`
+			EnablePush    bool     `json:"enable_push"`
+			Allowlist     bool     `json:"enable_push_whitelist"`
+			AllowlistUser []string `json:"push_whitelist_usernames"`
+		}
+		Expect(json.NewDecoder(resp.Body).Decode(&rules)).To(Succeed())
+		Expect(rules).To(ContainElement(SatisfyAll(
+			HaveField("RuleName", "main"), HaveField("Allowlist", true), HaveField("AllowlistUser", Not(ContainElement(HavePrefix("worker-")))))))
 	})
 
 	It("serves the worker tools over MCP: the race winner comments through its tool, the loser and then the released winner are refused with the typed reason", mcpRace)
