@@ -406,9 +406,16 @@ func kubectlExplainRaw(path string) string {
 		kubectl.Path, err = exec.LookPath("kubectl")
 		Expect(err).NotTo(HaveOccurred(), "kubectl is needed: in KUBEBUILDER_ASSETS or on PATH")
 	}
-	out, errOut, err := kubectl.Run("explain", path)
-	Expect(err).NotTo(HaveOccurred(), readAll(errOut))
-	return readAll(out)
+	// The API server publishes a new CRD's OpenAPI schema a moment after the CRD is
+	// established; until then kubectl explain cannot find the resource, so it is asked
+	// again for a while.
+	var text string
+	Eventually(func(g Gomega) {
+		out, errOut, err := kubectl.Run("explain", path)
+		g.Expect(err).NotTo(HaveOccurred(), readAll(errOut))
+		text = readAll(out)
+	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+	return text
 }
 
 var _ = Describe("TaskClaim validation", func() {
