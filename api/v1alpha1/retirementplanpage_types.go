@@ -10,12 +10,6 @@ const (
 	PageListPreserved  = "Preserved"
 )
 
-// PlanLabel names the RetirementPlan a RetirementPlanPage belongs to:
-// `kubectl get retirementplanpages -l fleet.giteatools.dev/plan=NAME` lists its pages.
-// A name longer than a label value may be is shortened to its first 54 characters and a
-// hash; the plan's status.pages.selector always names the value to use.
-const PlanLabel = "fleet.giteatools.dev/plan"
-
 // RetirementPlanPage holds one page of a RetirementPlan's per-row verdicts.
 //
 // A plan's status lists at most the first 100 candidates and 100 preserved rows, so that

@@ -9,7 +9,7 @@ import (
 
 // ClaimFinalizer is the finalizer a TaskClaim carries from the moment it takes its lock
 // until its record and lock are released (taskclaim.Finalizer).
-const ClaimFinalizer = "fleet.giteatools.dev/release-claim"
+const ClaimFinalizer = fleetv1alpha1.ClaimFinalizer
 
 // ClaimRefs are the claims as the one-claim-per-worker rule sees them.
 func ClaimRefs(items []fleetv1alpha1.TaskClaim) []claim.ClaimRef {

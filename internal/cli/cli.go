@@ -45,7 +45,7 @@ const (
 )
 
 // GatewayAudience is the audience of the ServiceAccount tokens the gateway accepts.
-const GatewayAudience = "fleet.giteatools.dev/gateway"
+const GatewayAudience = fleetv1alpha1.GatewayAudience
 
 // Scheme knows the client-go and fleet types.
 var Scheme = runtime.NewScheme()

@@ -16,11 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 )
 
 // Audience is the audience a worker's ServiceAccount token must be bound to
 // (TokenRequest) for the gateway and the capability check to accept it.
-const Audience = "fleet.giteatools.dev/gateway"
+const Audience = fleetv1alpha1.GatewayAudience
 
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 

@@ -13,12 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 )
 
 // LoginLabel labels the Secret that holds an identity's gateway token; its value is the
 // Gitea login. The Secret's "token" key holds a token of that login with the scopes
 // write:repository, write:issue and read:user.
-const LoginLabel = "fleet.giteatools.dev/gitea-login"
+const LoginLabel = fleetv1alpha1.GiteaLoginLabel
 
 // TokenKey is the key of the token in a credentials Secret.
 const TokenKey = "token"

@@ -28,20 +28,22 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 )
 
 // Labels and annotations of the coordination Leases.
 const (
 	// LabelRole marks the Leases of this package: RoleHost for a host's Lease,
 	// RoleCoordinator for the fleet coordinator's.
-	LabelRole = "fleet.giteatools.dev/agent-lease"
+	LabelRole = fleetv1alpha1.AgentLeaseLabel
 	// RoleHost is the LabelRole value of a host's Lease.
 	RoleHost = "host"
 	// RoleCoordinator is the LabelRole value of the fleet coordinator's Lease.
 	RoleCoordinator = "coordinator"
 	// AnnotationHostID carries the full host id on a host's Lease (its name holds only a
 	// hash of it).
-	AnnotationHostID = "fleet.giteatools.dev/host-id"
+	AnnotationHostID = fleetv1alpha1.HostIDAnnotation
 	// CoordinatorLeaseName is the Lease the agents elect the fleet coordinator with: the
 	// one agent that writes the ownership state of rows whose host has no agent.
 	CoordinatorLeaseName = "fleet-coordinator"

@@ -470,21 +470,26 @@ func otherBootOf(row *Row, host Host) bool {
 // another boot (see effectivePIDState): gone only when the row's last
 // heartbeat predates the start of this host's current boot.
 func earlierBootVerdict(row *Row, host Host) (fleet.PIDState, string) {
+	var heartbeat *time.Time
+	if hb, ok := parseHeartbeat(row.LastHeartbeatAt); ok {
+		heartbeat = &hb
+	}
+	verdict, outcome := fleet.FreePIDVerdict(row.BootID, host.BootID, host.BootTime, heartbeat)
 	boots := fmt.Sprintf("prober reported the pid free, but the registration names boot %s, not the current boot %s", row.BootID, host.BootID)
-	if host.BootTime.IsZero() {
-		return fleet.PIDUnknown, boots + ", and this host's boot time is unknown, so a process of that boot on another machine with the same machine id cannot be ruled out"
-	}
-	hb, ok := parseHeartbeat(row.LastHeartbeatAt)
-	if !ok {
-		return fleet.PIDUnknown, boots + ", and its heartbeat cannot be read, so it cannot be shown to predate this boot"
-	}
 	bt := formatBootTime(host.BootTime)
-	if !hb.Before(host.BootTime) {
-		return fleet.PIDUnknown, boots + ", and its last heartbeat " + hb.Format(time.RFC3339Nano) + " is not before this boot began (" + bt +
+	switch outcome {
+	case fleet.BootTimeUnknown:
+		return verdict, boots + ", and this host's boot time is unknown, so a process of that boot on another machine with the same machine id cannot be ruled out"
+	case fleet.HeartbeatUnknown:
+		return verdict, boots + ", and its heartbeat cannot be read, so it cannot be shown to predate this boot"
+	case fleet.HeartbeatNotBeforeBoot:
+		return verdict, boots + ", and its last heartbeat " + heartbeat.Format(time.RFC3339Nano) + " is not before this boot began (" + bt +
 			"): its process may still run on another machine with the same machine id"
+	case fleet.EndedBeforeBoot:
+		return verdict, "prober reported the pid free; boot " + row.BootID + " ended before this boot began at " + bt +
+			" (last heartbeat " + heartbeat.Format(time.RFC3339Nano) + ")"
 	}
-	return fleet.PIDGone, "prober reported the pid free; boot " + row.BootID + " ended before this boot began at " + bt +
-		" (last heartbeat " + hb.Format(time.RFC3339Nano) + ")"
+	return fleet.PIDUnknown, boots // SameBoot cannot happen here (otherBootOf); fail closed
 }
 
 // formatBootTime renders a boot time for evidence: RFC 3339 in UTC, or ""

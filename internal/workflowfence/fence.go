@@ -14,13 +14,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 )
 
 // Name is the Lease that fences retirement against task claims in each namespace.
 const Name = "fleet-workflow-fence"
 
 // Label marks the fence Lease.
-const Label = "fleet.giteatools.dev/workflow-fence"
+const Label = fleetv1alpha1.WorkflowFenceLabel
 
 // Fence moves and reads the workflow fence.
 type Fence struct {

@@ -52,7 +52,7 @@ func (r *Reconciler) coordinates() bool {
 const kindRetirementPlan = "RetirementPlan"
 
 // LabelFleetPlan names, on a host plan, the fleet plan it belongs to.
-const LabelFleetPlan = "fleet.giteatools.dev/fleet-plan"
+const LabelFleetPlan = fleetv1alpha1.FleetPlanLabel
 
 // maxLabelValue is the longest label value Kubernetes accepts.
 const maxLabelValue = 63

@@ -24,7 +24,7 @@ import (
 
 // LockLabel marks the per-target lock Leases (value "true"); the manager caches and
 // watches only Leases with it.
-const LockLabel = "fleet.giteatools.dev/claim-lock"
+const LockLabel = fleetv1alpha1.ClaimLockLabel
 
 const lockLabel = LockLabel
 

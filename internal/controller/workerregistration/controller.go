@@ -168,19 +168,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return result, nil
 }
 
-// applyBootRule withholds a Gone answer for a process of another boot unless its last
-// heartbeat predates the start of this host's current boot: with a machine id cloned
-// onto a second machine, the "other boot" may be that machine's, and the worker alive
-// there. It is the rule the retirement checks apply (retirement.Host.BootTime), so that
-// such a worker is not marked stale here either. Other answers pass unchanged.
+// applyBootRule passes a Gone answer through the boot rule (fleet.FreePIDVerdict), the
+// one the retirement checks apply too, so that a worker of another boot is not marked
+// stale here either. Other answers pass unchanged.
 func applyBootRule(pid fleet.PIDState, targetBoot string, host liveness.HostFacts, heartbeat *time.Time) fleet.PIDState {
-	if pid != fleet.PIDGone || targetBoot == "" || host.BootID == "" || targetBoot == host.BootID {
+	if pid != fleet.PIDGone {
 		return pid
 	}
-	if host.BootTime.IsZero() || heartbeat == nil || !heartbeat.Before(host.BootTime) {
-		return fleet.PIDUnknown
-	}
-	return pid
+	verdict, _ := fleet.FreePIDVerdict(targetBoot, host.BootID, host.BootTime, heartbeat)
+	return verdict
 }
 
 // maxTTLSeconds is the largest TTL, in seconds, that a time.Duration can hold (about
