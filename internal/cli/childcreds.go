@@ -7,13 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -75,10 +71,9 @@ func (cc *childCredentials) tokenPath() string  { return filepath.Join(cc.dir, "
 
 // renew mints a new API token for the ServiceAccount and replaces the token file.
 func (cc *childCredentials) renew(ctx context.Context, c client.Client, ns, name string) error {
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(childTokenLifetime / time.Second))}}
-	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
-		return fmt.Errorf("minting an API token for ServiceAccount %s/%s, the command's own credentials: %w", ns, name, err)
+	tr, err := serviceAccountToken(ctx, c, ns, name, childTokenLifetime)
+	if err != nil {
+		return fmt.Errorf("the command's own credentials: %w", err)
 	}
 	tmp := cc.tokenPath() + ".new"
 	if err := os.WriteFile(tmp, []byte(tr.Status.Token), 0o600); err != nil {

@@ -211,16 +211,22 @@ func (o *Options) resolveTarget(ctx context.Context, c client.Client, wr *fleetv
 // gatewayToken requests a bound token of the worker's ServiceAccount (named like its
 // WorkerRegistration) for the gateway's audience.
 func (o *Options) gatewayToken(ctx context.Context, c client.Client, ns, worker string, d time.Duration) (*authenticationv1.TokenRequest, error) {
+	return serviceAccountToken(ctx, c, ns, worker, d, GatewayAudience)
+}
+
+// serviceAccountToken requests a token of the worker's ServiceAccount (named like its
+// WorkerRegistration) that lives d, for audiences (none: the API server's own).
+func serviceAccountToken(ctx context.Context, c client.Client, ns, worker string, d time.Duration, audiences ...string) (*authenticationv1.TokenRequest, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: worker, Namespace: ns}}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		Audiences:         []string{GatewayAudience},
+		Audiences:         audiences,
 		ExpirationSeconds: ptr.To(int64(d / time.Second)),
 	}}
 	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, usageErrorf("no ServiceAccount %s/%s: the worker's ServiceAccount is named like its registration", ns, worker)
 		}
-		return nil, fmt.Errorf("requesting a gateway token for %s/%s: %w", ns, worker, err)
+		return nil, fmt.Errorf("requesting a token of ServiceAccount %s/%s: %w", ns, worker, err)
 	}
 	tr.TypeMeta = metav1.TypeMeta{APIVersion: authenticationv1.SchemeGroupVersion.String(), Kind: "TokenRequest"}
 	tr.Name, tr.Namespace = worker, ns

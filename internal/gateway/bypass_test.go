@@ -362,7 +362,7 @@ var _ = Describe("The Gitea doctor", func() {
 })
 
 var _ = Describe("The capability endpoint", func() {
-	It("limits each caller's questions and answers from the manager's cache", func() {
+	It("limits each caller's questions", func() {
 		w := newWorker(nsMain)
 		n := newIssue("capability rate")
 		w.activate(issueTarget(n))
