@@ -105,28 +105,38 @@ func setup(mgr ctrl.Manager, cfg config) error {
 	if err != nil {
 		return err
 	}
-	if err := (&retirementplan.Reconciler{
-		Client:         mgr.GetClient(),
-		APIReader:      mgr.GetAPIReader(),
-		Registrations:  registrations,
-		Prober:         prober,
-		Reprober:       prober,
-		Host:           retirement.Host{HostID: prober.Facts.HostID, BootID: prober.Facts.BootID, BootTime: prober.Facts.BootTime},
-		Repository:     cfg.repository,
-		Approvers:      reviewer,
-		Fence:          fence,
-		Clock:          clk,
-		Recorder:       mgr.GetEventRecorder("retirementplan-controller"),
-		Agent:          rpAgent,
+	deps := &retirementplan.Deps{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Registrations: registrations,
+		Host:          retirement.Host{HostID: prober.Facts.HostID, BootID: prober.Facts.BootID, BootTime: prober.Facts.BootTime},
+		Repository:    cfg.repository,
+		Approvers:     reviewer,
+		Fence:         fence,
+		Clock:         clk,
+		Recorder:      mgr.GetEventRecorder("retirementplan-controller"),
+		PageRows:      cfg.pageRows,
+	}
+	hostPlans := &retirementplan.HostPlanReconciler{
+		Deps:            deps,
+		Prober:          prober,
+		Reprober:        prober,
+		Agent:           rpAgent,
+		TakeoverTimeout: cfg.takeoverTimeout,
+	}
+	if err := hostPlans.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("retirementplan-host controller: %w", err)
+	}
+	if err := (&retirementplan.FleetPlanReconciler{
+		Deps:           deps,
+		HostPlans:      hostPlans,
 		Coordinator:    coordinator,
 		AgentNamespace: cfg.agentNamespace,
 		// A host plan waits for its host's agent one more Lease term after the Lease
 		// expired before the fleet plan closes it without writing any row.
-		HostAgentGrace:  cfg.agentTimings.LeaseDuration,
-		TakeoverTimeout: cfg.takeoverTimeout,
-		PageRows:        cfg.pageRows,
+		HostAgentGrace: cfg.agentTimings.LeaseDuration,
 	}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("retirementplan controller: %w", err)
+		return fmt.Errorf("retirementplan-fleet controller: %w", err)
 	}
 	authn := gateway.NewAuthenticator(mgr.GetClient())
 	if cfg.capabilityAddr != "" {

@@ -145,13 +145,15 @@ var _ = BeforeSuite(func() {
 	}).SetupWithManager(mgr)).To(Succeed())
 	registrations, err := reglist.New(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme()) // as cmd/ wires it
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&retirementplan.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Registrations: registrations, Prober: prober, Reprober: prober,
+	deps := &retirementplan.Deps{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Registrations: registrations,
 		Host:       retirement.Host{HostID: facts.HostID, BootID: facts.BootID, BootTime: facts.BootTime},
 		Repository: repo, Approvers: reviewer, Fence: fence, Clock: clk,
 		Recorder: mgr.GetEventRecorder("retirementplan-controller"),
-		Agent:    agent, AgentNamespace: agentNamespace,
-	}).SetupWithManager(mgr)).To(Succeed())
+	}
+	hostPlans := &retirementplan.HostPlanReconciler{Deps: deps, Prober: prober, Reprober: prober, Agent: agent}
+	Expect(hostPlans.SetupWithManager(mgr)).To(Succeed())
+	Expect((&retirementplan.FleetPlanReconciler{Deps: deps, HostPlans: hostPlans, AgentNamespace: agentNamespace}).SetupWithManager(mgr)).To(Succeed())
 	// The controller reaches Gitea through a switch a spec can turn off, to see what the
 	// CLI does while the controller cannot clear a record.
 	gc, err := giteaclaim.New(srv.URL, srv.Token, giteaclaim.WithHTTPClient(&http.Client{

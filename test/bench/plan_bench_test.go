@@ -111,14 +111,19 @@ func startPlanManager(ctx context.Context, b *testing.B, ns, agentNS string, pro
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := (&retirementplan.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Registrations: registrations, Prober: prober, Reprober: prober,
+	deps := &retirementplan.Deps{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Registrations: registrations,
 		Host:       retirement.Host{HostID: facts.HostID, BootID: facts.BootID, BootTime: facts.BootTime},
 		Repository: benchRepo, Approvers: allowAll{},
 		Fence: workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clock.RealClock{}},
 		Clock: clock.RealClock{}, Recorder: testenv.Discard,
-		Agent: agent, AgentNamespace: agentNS,
-	}).SetupWithManagerNamed(mgr, "retirementplan-"+ns); err != nil {
+	}
+	hostPlans := &retirementplan.HostPlanReconciler{Deps: deps, Prober: prober, Reprober: prober, Agent: agent}
+	if err := hostPlans.SetupWithManagerNamed(mgr, "retirementplan-host-"+ns); err != nil {
+		b.Fatal(err)
+	}
+	if err := (&retirementplan.FleetPlanReconciler{Deps: deps, HostPlans: hostPlans, AgentNamespace: agentNS}).
+		SetupWithManagerNamed(mgr, "retirementplan-fleet-"+ns); err != nil {
 		b.Fatal(err)
 	}
 	mctx, stop := context.WithCancel(ctx)

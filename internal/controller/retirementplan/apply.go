@@ -34,7 +34,7 @@ type applyRun struct {
 }
 
 // applyApproved runs the apply of an approved plan and records its report.
-func (r *Reconciler) applyApproved(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
+func (r *HostPlanReconciler) applyApproved(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
 	run := r.apply(ctx, plan)
 	switch {
 	case run.wait != nil:
@@ -49,7 +49,7 @@ func (r *Reconciler) applyApproved(ctx context.Context, plan *fleetv1alpha1.Reti
 // apply re-reads everything, re-decides, records its intent, and retires each surviving
 // row with a resourceVersion-guarded write. Every failure before the intent is a report;
 // after it, only a stop that leaves the plan held (see applyRun.halt) is not.
-func (r *Reconciler) apply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) applyRun {
+func (r *HostPlanReconciler) apply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) applyRun {
 	failed := func(detail string) retirement.ApplyReport {
 		return retirement.ApplyReport{Outcome: retirement.OutcomeTransactionFailed, Detail: detail}
 	}
@@ -97,7 +97,7 @@ func (r *Reconciler) apply(ctx context.Context, plan *fleetv1alpha1.RetirementPl
 // stops at the first fence movement or write failure and reports every row it did not
 // reach. It stops without a report (halt) when its hold was taken over or could not be
 // renewed, or when the AfterWrite seam abandons the apply.
-func (r *Reconciler) retireRows(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, hold *applyHold, items []fleetv1alpha1.WorkerRegistration,
+func (r *HostPlanReconciler) retireRows(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, hold *applyHold, items []fleetv1alpha1.WorkerRegistration,
 	rows []retirement.Row, fence string) (retired []string, preserved []retirement.Assessment, interruption string, halt error) {
 	byName := make(map[string]*fleetv1alpha1.WorkerRegistration, len(items))
 	for i := range items {
@@ -171,7 +171,7 @@ func (r *Reconciler) retireRows(ctx context.Context, plan *fleetv1alpha1.Retirem
 // holdLost records that a running apply stopped because its hold was taken over (or
 // could not be renewed). It writes nothing more: the holder, or a takeover once the hold
 // lapses, writes the report.
-func (r *Reconciler) holdLost(plan *fleetv1alpha1.RetirementPlan, err error) error {
+func (r *HostPlanReconciler) holdLost(plan *fleetv1alpha1.RetirementPlan, err error) error {
 	if errors.Is(err, errHoldLost) {
 		refusedAppliersTotal.WithLabelValues("renew").Inc()
 		r.Recorder.Eventf(plan, nil, "Warning", eventApplyHoldLost, "Apply",
@@ -182,7 +182,7 @@ func (r *Reconciler) holdLost(plan *fleetv1alpha1.RetirementPlan, err error) err
 
 // retire writes one row as Retired, guarded by the resourceVersion it was read at. Its
 // history stays: nothing is deleted.
-func (r *Reconciler) retire(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, wr *fleetv1alpha1.WorkerRegistration) error {
+func (r *HostPlanReconciler) retire(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, wr *fleetv1alpha1.WorkerRegistration) error {
 	now := metav1.NewTime(r.Clock.Now())
 	wr.Status.Phase = fleetv1alpha1.PhaseRetired
 	wr.Status.OwnershipState = fleetv1alpha1.OwnershipHistorical
@@ -202,7 +202,7 @@ func (r *Reconciler) retire(ctx context.Context, plan *fleetv1alpha1.RetirementP
 // written only by the applier that holds the apply (hold; with the state Finished), or,
 // when no intent was recorded (hold nil: no row was written), only while no apply started
 // and no report was written, so it never overwrites another applier's apply or report.
-func (r *Reconciler) writeApplyStatus(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, rep retirement.ApplyReport,
+func (r *HostPlanReconciler) writeApplyStatus(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, rep retirement.ApplyReport,
 	post *fleetv1alpha1.PostApply, hold *applyHold) (ctrl.Result, error) {
 	now := metav1.NewTime(r.Clock.Now())
 	verdict := retirement.JudgeApply(rep)

@@ -16,45 +16,53 @@ func approver(a *fleetv1alpha1.RetirementApproval) authz.Subject {
 	return authz.Subject{User: a.ApprovedBy, Groups: a.ApprovedGroups}
 }
 
-// judgeApproval gathers what the approval verdict rests on and asks
-// retirement.JudgeApproval. The reads stop at the first fact that already refuses. A
-// host plan is judged on its fleet plan's approval (see effectiveApproval): the fleet
-// plan matched it against its own status, so what is left is the guarding policy, as it
-// stood when the fleet plan was created, and the approver.
-func (r *Reconciler) judgeApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (retirement.ApprovalVerdict, error) {
-	a := plan.Spec.Approval
+// judgeApproval gathers what the verdict on a fleet plan's approval rests on and asks
+// retirement.JudgeApproval: the approval must repeat the plan's status exactly (see
+// Deps.judge for the rest).
+func (r *FleetPlanReconciler) judgeApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (retirement.ApprovalVerdict, error) {
+	facts := retirement.ApprovalFacts{PlanCreated: plan.CreationTimestamp.Time, Mismatch: approvalMismatch(plan)}
+	return r.judge(ctx, plan.Namespace, plan.Spec.Approval, facts)
+}
+
+// judgeApproval judges a host plan on its fleet plan's approval (see effectiveApproval):
+// the fleet plan matched it against its own status, so what is left is the guarding
+// policy, as it stood when the fleet plan was created, and the approver.
+func (r *HostPlanReconciler) judgeApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (retirement.ApprovalVerdict, error) {
 	facts := retirement.ApprovalFacts{PlanCreated: plan.CreationTimestamp.Time}
-	if plan.Spec.HostID == "" {
-		facts.Mismatch = approvalMismatch(plan)
-	} else {
-		var parent *fleetv1alpha1.RetirementPlan
-		a, parent, facts.Mismatch = r.hostApproval(ctx, plan)
-		if parent != nil {
-			facts.PlanCreated = parent.CreationTimestamp.Time
-		}
+	a, parent, mismatch := r.hostApproval(ctx, plan)
+	facts.Mismatch = mismatch
+	if parent != nil {
+		facts.PlanCreated = parent.CreationTimestamp.Time
 	}
+	return r.judge(ctx, plan.Namespace, a, facts)
+}
+
+// judge completes facts (unless they already refuse) with the guarding policy and the
+// approver of a, and asks retirement.JudgeApproval. The reads stop at the first fact
+// that already refuses.
+func (d *Deps) judge(ctx context.Context, namespace string, a *fleetv1alpha1.RetirementApproval, facts retirement.ApprovalFacts) (retirement.ApprovalVerdict, error) {
 	if facts.Mismatch != "" {
 		return retirement.JudgeApproval(facts), nil
 	}
 	var err error
-	if facts.Guard, err = r.Approvers.ApprovalGuard(ctx); err != nil {
+	if facts.Guard, err = d.Approvers.ApprovalGuard(ctx); err != nil {
 		return retirement.ApprovalVerdict{}, err
 	}
 	if reason, _ := retirement.JudgeGuard(facts.Guard, facts.PlanCreated); reason != "" {
 		return retirement.JudgeApproval(facts), nil
 	}
 	s := approver(a)
-	if facts.Subject, err = r.Approvers.WorkerFacts(ctx, s, plan.Namespace); err != nil {
+	if facts.Subject, err = d.Approvers.WorkerFacts(ctx, s, namespace); err != nil {
 		return retirement.ApprovalVerdict{}, err
 	}
-	if facts.Authorized, facts.AuthorizerWhy, err = r.Approvers.CanApprove(ctx, s, plan.Namespace); err != nil {
+	if facts.Authorized, facts.AuthorizerWhy, err = d.Approvers.CanApprove(ctx, s, namespace); err != nil {
 		return retirement.ApprovalVerdict{}, err
 	}
 	return retirement.JudgeApproval(facts), nil
 }
 
 // stillApproved checks the approval again during apply; a read error counts as no.
-func (r *Reconciler) stillApproved(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (bool, string) {
+func (r *HostPlanReconciler) stillApproved(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (bool, string) {
 	v, err := r.judgeApproval(ctx, plan)
 	switch {
 	case err != nil:
@@ -65,7 +73,7 @@ func (r *Reconciler) stillApproved(ctx context.Context, plan *fleetv1alpha1.Reti
 	return true, ""
 }
 
-func (r *Reconciler) approverRecheck() retirement.Recheck {
+func (r *HostPlanReconciler) approverRecheck() retirement.Recheck {
 	if r.ApproverRecheck == (retirement.Recheck{}) {
 		return retirement.DefaultApproverRecheck
 	}
@@ -74,7 +82,7 @@ func (r *Reconciler) approverRecheck() retirement.Recheck {
 
 // nextApproverCheck counts one more ApproverNotAuthorized verdict for the plan and says
 // when to look again.
-func (r *Reconciler) nextApproverCheck(uid types.UID) time.Duration {
+func (r *FleetPlanReconciler) nextApproverCheck(uid types.UID) time.Duration {
 	b := r.ApproverBackoff
 	if b == (retirement.Backoff{}) {
 		b = retirement.DefaultApproverBackoff

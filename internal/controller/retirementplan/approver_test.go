@@ -192,7 +192,7 @@ var _ = Describe("RetirementPlan approvers: who approved is what admission saw",
 		r := newPlanReconciler(k8sClient, k8sClient, prober)
 		rec := &countingRecorder{}
 		r.Recorder = rec
-		r.ApproverBackoff = retirement.Backoff{Initial: time.Second, Max: 3 * time.Second}
+		r.fleet.ApproverBackoff = retirement.Backoff{Initial: time.Second, Max: 3 * time.Second}
 		p = reconcilePlan(r, p)
 		approveEventually(impersonating("frank"), p)
 		Expect(k8sClient.Delete(ctx, rb)).To(Succeed())

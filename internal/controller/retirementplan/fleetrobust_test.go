@@ -206,7 +206,7 @@ var _ = Describe("RetirementPlan fan-out with two coordinators at once (multi-ho
 		cs, err := kubernetes.NewForConfig(env.Config)
 		Expect(err).NotTo(HaveOccurred())
 		type coord struct {
-			r      *retirementplan.Reconciler
+			r      *planReconcilers
 			agent  *hostagent.Agent
 			writes *atomic.Int64
 		}
@@ -217,7 +217,7 @@ var _ = Describe("RetirementPlan fan-out with two coordinators at once (multi-ho
 			agent := hostagent.NewCoordinator(cs, leases, hostagent.NewInstanceID(), agentTimings)
 			go func() { _ = agent.Start(cctx) }()
 			r := newPlanReconciler(planOrPageWrites(k8sClient, n), k8sClient, prober)
-			r.AgentNamespace, r.Coordinator = leases, agent
+			r.fleet.AgentNamespace, r.fleet.Coordinator = leases, agent
 			return coord{r: r, agent: agent, writes: n}
 		}
 		one, two := mk(), mk()

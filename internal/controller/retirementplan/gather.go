@@ -34,7 +34,7 @@ type world struct {
 // instead of listing them again: one authoritative read serves both, so the fleet plan's
 // registry fingerprint and its host plans' verdicts rest on the same snapshot. An apply
 // always reads afresh.
-func (r *Reconciler) assess(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (world, error) {
+func (r *HostPlanReconciler) assess(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (world, error) {
 	var err error
 	regs := &fleetv1alpha1.WorkerRegistrationList{}
 	if items, ok := takeFanoutRead(ctx, plan); ok {
@@ -64,7 +64,7 @@ func (r *Reconciler) assess(ctx context.Context, plan *fleetv1alpha1.RetirementP
 // probeAll probes every Active row (of hostID only, when set); without a prober every
 // row stays unknown. A prober that probes in batches (liveness.BatchProber) checks the
 // host's boot and process visibility once for all the rows instead of once per row.
-func (r *Reconciler) probeAll(ctx context.Context, items []fleetv1alpha1.WorkerRegistration, hostID string) map[string]retirement.Probe {
+func (r *HostPlanReconciler) probeAll(ctx context.Context, items []fleetv1alpha1.WorkerRegistration, hostID string) map[string]retirement.Probe {
 	out := make(map[string]retirement.Probe, len(items))
 	if r.Prober == nil {
 		return out
@@ -97,7 +97,7 @@ func probe(ctx context.Context, p liveness.Prober, wr *fleetv1alpha1.WorkerRegis
 }
 
 // snapshot reports the fleet as it is now (nil when the registrations cannot be read).
-func (r *Reconciler) snapshot(ctx context.Context, namespace string) *fleetv1alpha1.PostApply {
+func (r *Deps) snapshot(ctx context.Context, namespace string) *fleetv1alpha1.PostApply {
 	items, err := r.listRegistrations(ctx, namespace)
 	if err != nil {
 		return nil
@@ -113,7 +113,7 @@ const listChunk = 2000
 // the first, so the result is the same consistent snapshot one List would give, without
 // the manager ever holding the whole namespace's response body at once. The rows'
 // managedFields are dropped as they arrive, as the manager's cache drops them.
-func (r *Reconciler) listRegistrations(ctx context.Context, namespace string) ([]fleetv1alpha1.WorkerRegistration, error) {
+func (r *Deps) listRegistrations(ctx context.Context, namespace string) ([]fleetv1alpha1.WorkerRegistration, error) {
 	if r.Registrations != nil {
 		return r.Registrations.List(ctx, namespace)
 	}
@@ -139,7 +139,7 @@ func (r *Reconciler) listRegistrations(ctx context.Context, namespace string) ([
 
 // snapshotOf summarises registrations already read, and publishes the figures as the
 // namespace's gauges.
-func (r *Reconciler) snapshotOf(namespace string, items []fleetv1alpha1.WorkerRegistration) *fleetv1alpha1.PostApply {
+func (r *Deps) snapshotOf(namespace string, items []fleetv1alpha1.WorkerRegistration) *fleetv1alpha1.PostApply {
 	sum := fleet.Snapshot(apiconv.Members(items), r.Clock.Now())
 	recordSnapshot(namespace, sum)
 	return apiconv.Snapshot(sum)
@@ -152,7 +152,7 @@ type fanoutReads struct {
 	hosts hostagent.Hosts
 }
 
-func (r *Reconciler) readFanout(ctx context.Context, namespace string) (fanoutReads, error) {
+func (r *FleetPlanReconciler) readFanout(ctx context.Context, namespace string) (fanoutReads, error) {
 	items, err := r.listRegistrations(ctx, namespace)
 	if err != nil {
 		return fanoutReads{}, err
@@ -209,7 +209,7 @@ func takeFanoutRead(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) ([]
 
 // hostPlans lists a fleet plan's host plans straight from the API server, by host id.
 // Only host plans the fleet plan controls count.
-func (r *Reconciler) hostPlans(ctx context.Context, parent *fleetv1alpha1.RetirementPlan) (map[string]*fleetv1alpha1.RetirementPlan, error) {
+func (r *Deps) hostPlans(ctx context.Context, parent *fleetv1alpha1.RetirementPlan) (map[string]*fleetv1alpha1.RetirementPlan, error) {
 	list := &fleetv1alpha1.RetirementPlanList{}
 	if err := r.APIReader.List(ctx, list, client.InNamespace(parent.Namespace), client.MatchingLabels{LabelFleetPlan: fleetPlanLabelValue(parent.Name)}); err != nil {
 		return nil, fmt.Errorf("listing the host plans of %s: %w", parent.Name, err)

@@ -31,7 +31,7 @@ import (
 // eventHostAgentLost: a host plan was closed because its host's agent is gone.
 const eventHostAgentLost = "HostAgentLost"
 
-func (r *Reconciler) hostAgentGrace() time.Duration {
+func (r *FleetPlanReconciler) hostAgentGrace() time.Duration {
 	if r.HostAgentGrace <= 0 {
 		return retirement.DefaultHostAgentGrace
 	}
@@ -40,11 +40,11 @@ func (r *Reconciler) hostAgentGrace() time.Duration {
 
 // leaseOf is what the hosts' Leases say about hostID, for retirement.HostAgentLost. This
 // manager's own agent counts as holding its host while it says so.
-func (r *Reconciler) leaseOf(hosts hostagent.Hosts, hostID string) (retirement.HostLease, time.Time) {
+func (r *FleetPlanReconciler) leaseOf(hosts hostagent.Hosts, hostID string) (retirement.HostLease, time.Time) {
 	if h, ok := hosts.Agent(hostID); ok {
 		return retirement.HostLease{Held: true}, h.Expires
 	}
-	if r.holds(hostID) {
+	if r.HostPlans.holds(hostID) {
 		return retirement.HostLease{Held: true}, time.Time{}
 	}
 	return retirement.HostLease{UnheldSince: hosts.Unheld[hostID]}, time.Time{}
@@ -53,7 +53,7 @@ func (r *Reconciler) leaseOf(hosts hostagent.Hosts, hostID string) (retirement.H
 // closeLostHosts looks at the host plans the fleet plan waits for (not planned yet, or,
 // once approved, without an apply result) and closes those whose host's agent is lost.
 // It returns when to look again while some host plan still waits for a live agent.
-func (r *Reconciler) closeLostHosts(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, approved bool) (ctrl.Result, error) {
+func (r *FleetPlanReconciler) closeLostHosts(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, approved bool) (ctrl.Result, error) {
 	now := r.Clock.Now()
 	hosts, err := hostagent.ListHosts(ctx, r.APIReader, r.AgentNamespace, now)
 	if err != nil {
@@ -94,8 +94,8 @@ func (r *Reconciler) closeLostHosts(ctx context.Context, plan *fleetv1alpha1.Ret
 		switch {
 		case applyInProgress(child):
 			// Crash-safe as ever: wait out the hold, then complete the report from the rows.
-			unlock := r.lockPlan(client.ObjectKeyFromObject(child))
-			got, err := r.settleApply(ctx, child)
+			unlock := r.HostPlans.lockPlan(client.ObjectKeyFromObject(child))
+			got, err := r.HostPlans.settleApply(ctx, child)
 			unlock()
 			if err != nil {
 				return ctrl.Result{}, err
@@ -116,7 +116,7 @@ func (r *Reconciler) closeLostHosts(ctx context.Context, plan *fleetv1alpha1.Ret
 				ids = retirement.HostIdentities(a.WorkerIdentities, child.Status.CandidateWorkerIdentities)
 			}
 			markLost(child, detail)
-			if _, err := r.writeApplyStatus(ctx, child, retirement.LostHostApply(ids, detail), r.snapshot(ctx, child.Namespace), nil); err != nil {
+			if _, err := r.HostPlans.writeApplyStatus(ctx, child, retirement.LostHostApply(ids, detail), r.snapshot(ctx, child.Namespace), nil); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -150,7 +150,7 @@ func markLost(child *fleetv1alpha1.RetirementPlan, detail string) {
 // planning (retirement.LostHostPlan), every row preserved. The status write is guarded
 // by the resourceVersion read, so an agent that came back and planned first wins; once it
 // is in, the coordinator writes the plan's pages and records them.
-func (r *Reconciler) planLostHost(ctx context.Context, child *fleetv1alpha1.RetirementPlan, detail string) error {
+func (r *FleetPlanReconciler) planLostHost(ctx context.Context, child *fleetv1alpha1.RetirementPlan, detail string) error {
 	regs := &fleetv1alpha1.WorkerRegistrationList{}
 	if err := r.APIReader.List(ctx, regs, client.InNamespace(child.Namespace)); err != nil {
 		return fmt.Errorf("listing worker registrations: %w", err)
@@ -186,7 +186,7 @@ func (r *Reconciler) planLostHost(ctx context.Context, child *fleetv1alpha1.Reti
 }
 
 // listWithoutAgent adds a lost host to the fleet plan's hostsWithoutAgent (once).
-func (r *Reconciler) listWithoutAgent(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, hostID string) error {
+func (r *FleetPlanReconciler) listWithoutAgent(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, hostID string) error {
 	s := &plan.Status
 	for _, h := range s.HostsWithoutAgent {
 		if h.HostID == hostID {

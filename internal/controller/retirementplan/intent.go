@@ -76,14 +76,14 @@ var processApplierID = sync.OnceValue(func() string {
 // applier from its previous incarnation.
 func ProcessApplierID() string { return processApplierID() }
 
-func (r *Reconciler) applierID() string {
+func (r *HostPlanReconciler) applierID() string {
 	if r.ApplierID != "" {
 		return r.ApplierID
 	}
 	return ProcessApplierID()
 }
 
-func (r *Reconciler) takeoverTimeout() time.Duration {
+func (r *HostPlanReconciler) takeoverTimeout() time.Duration {
 	if r.TakeoverTimeout <= 0 {
 		return retirement.DefaultTakeoverTimeout
 	}
@@ -112,7 +112,7 @@ func applyInProgress(plan *fleetv1alpha1.RetirementPlan) bool {
 
 // standBack records that this reconciler found the apply held by someone else (or
 // finished) at stage, and wrote nothing. It returns when to look again.
-func (r *Reconciler) standBack(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, stage string, d retirement.ApplierDecision) ctrl.Result {
+func (r *HostPlanReconciler) standBack(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, stage string, d retirement.ApplierDecision) ctrl.Result {
 	refusedAppliersTotal.WithLabelValues(stage).Inc()
 	log.FromContext(ctx).Info("Another applier holds the apply; this one writes nothing", "stage", stage, "applier", r.applierID(), "detail", d.Detail)
 	r.Recorder.Eventf(plan, nil, "Normal", eventApplyInProgress, "Apply",
@@ -131,7 +131,7 @@ func (r *Reconciler) standBack(ctx context.Context, plan *fleetv1alpha1.Retireme
 // write rows. It returns the hold, or nil and when to look again if another applier
 // started (or finished) first.
 // model: apply.pml step A3 (the intent, guarded by the plan's resourceVersion)
-func (r *Reconciler) recordIntent(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, rows []retirement.Row) (*applyHold, ctrl.Result, error) {
+func (r *HostPlanReconciler) recordIntent(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, rows []retirement.Row) (*applyHold, ctrl.Result, error) {
 	intended := make([]string, 0, len(rows))
 	for _, row := range rows {
 		intended = append(intended, row.Name)
@@ -177,7 +177,7 @@ var errHoldLost = errors.New("another applier holds the apply")
 // renew writes a new renewedAt (and retiredSoFar) while the plan still shows hold, and
 // returns the new hold. errHoldLost means another applier holds the plan now.
 // model: apply.pml step A5 (the renewal; losing it stops the applier)
-func (r *Reconciler) renew(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, hold applyHold, retiredSoFar int) (applyHold, error) {
+func (r *HostPlanReconciler) renew(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, hold applyHold, retiredSoFar int) (applyHold, error) {
 	for attempt := 1; ; attempt++ {
 		if !heldBy(plan, hold) {
 			return hold, errHoldLost
@@ -203,7 +203,7 @@ func (r *Reconciler) renew(ctx context.Context, plan *fleetv1alpha1.RetirementPl
 // no row.
 // model: apply.pml steps A0 (wait for a fresh hold) and T1-T3 (take over a lapsed one,
 // read the rows, write the report; no row write)
-func (r *Reconciler) settleApply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
+func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
 	me := r.applierID()
 	var from string
 	for attempt := 1; ; attempt++ {

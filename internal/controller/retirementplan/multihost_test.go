@@ -129,7 +129,7 @@ func hostEntry(p *fleetv1alpha1.RetirementPlan, h string) *fleetv1alpha1.HostPla
 
 // reconcileUntil reconciles plan key by hand with r until done holds of what the API
 // server then holds.
-func reconcileUntil(r *retirementplan.Reconciler, key client.ObjectKey, done func(*fleetv1alpha1.RetirementPlan) bool) {
+func reconcileUntil(r *planReconcilers, key client.ObjectKey, done func(*fleetv1alpha1.RetirementPlan) bool) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
@@ -258,7 +258,7 @@ var _ = Describe("RetirementPlan across several hosts (multi-host)", func() {
 
 		// Each plan is driven by hand: the first by host A's manager, the second by host
 		// B's; each agent plans only its own host's host plan.
-		drive := func(first, second *retirementplan.Reconciler, firstHost, secondHost, name string) *fleetv1alpha1.RetirementPlan {
+		drive := func(first, second *planReconcilers, firstHost, secondHost, name string) *fleetv1alpha1.RetirementPlan {
 			GinkgoHelper()
 			p := newPlanObj(ns, name)
 			Expect(k8sClient.Create(ctx, p)).To(Succeed())

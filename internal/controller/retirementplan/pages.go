@@ -71,7 +71,7 @@ func fleetPagesSelector(plan *fleetv1alpha1.RetirementPlan) string {
 // finds them. Pages are read and written straight through the API server: the manager
 // never caches them, whatever the fleet's size. The counts returned are this plan's own
 // pages, listed by PlanLabel.
-func (r *Reconciler) writePages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, p retirement.Plan) (*fleetv1alpha1.RetirementPlanPages, error) {
+func (r *Deps) writePages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, p retirement.Plan) (*fleetv1alpha1.RetirementPlanPages, error) {
 	want := map[string]bool{}
 	labels := pageLabels(plan)
 	// Pages are independent objects: they are written concurrently, a few at a time, so
@@ -119,7 +119,7 @@ func (r *Reconciler) writePages(ctx context.Context, plan *fleetv1alpha1.Retirem
 // deletePagesExcept deletes the pages plan controls whose names keep does not hold: the
 // leftovers of an earlier, larger paging, or (keep empty) every page of a plan whose
 // pages are reported as not written.
-func (r *Reconciler) deletePagesExcept(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, keep map[string]bool) error {
+func (r *Deps) deletePagesExcept(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, keep map[string]bool) error {
 	// Which pages exist is all this needs: their metadata, not their rows.
 	existing := &metav1.PartialObjectMetadataList{}
 	existing.SetGroupVersionKind(fleetv1alpha1.GroupVersion.WithKind("RetirementPlanPageList"))
@@ -139,7 +139,7 @@ func (r *Reconciler) deletePagesExcept(ctx context.Context, plan *fleetv1alpha1.
 
 // putPage creates a page, or overwrites the one an earlier attempt (or a deleted plan of
 // the same name) left under its name.
-func (r *Reconciler) putPage(ctx context.Context, page *fleetv1alpha1.RetirementPlanPage, fill func() error) error {
+func (r *Deps) putPage(ctx context.Context, page *fleetv1alpha1.RetirementPlanPage, fill func() error) error {
 	if err := fill(); err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func pageName(plan, list string, n int) string {
 }
 
 // pageRows is how many rows a page holds at most.
-func (r *Reconciler) pageRows() int {
+func (r *Deps) pageRows() int {
 	if r.PageRows > 0 {
 		return r.PageRows
 	}
@@ -204,7 +204,7 @@ func pagesPending(plan *fleetv1alpha1.RetirementPlan) bool {
 
 // holdPages records, on a plan about to be written as planned, that its pages follow, and
 // keeps its verdicts for writePending.
-func (r *Reconciler) holdPages(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan) {
+func (r *HostPlanReconciler) holdPages(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan) {
 	plan.Status.Pages = nil
 	conditions.Set(&plan.Status.Conditions, plan.Generation, fleetv1alpha1.PagesReadyCondition, false, fleetv1alpha1.ReasonWritingPages,
 		fmt.Sprintf("Writing the pages of %d candidate(s) and %d preserved row(s)", p.CandidateCount, p.PreservedCount))
@@ -217,7 +217,7 @@ func (r *Reconciler) holdPages(plan *fleetv1alpha1.RetirementPlan, p retirement.
 // one whose pages still fail after a few retries. Either way the plan itself is untouched:
 // its counts, fingerprints and lists are in status, and approval and apply never read
 // pages.
-func (r *Reconciler) writePending(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
+func (r *HostPlanReconciler) writePending(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
 	v, held := r.pendingPages.LoadAndDelete(client.ObjectKeyFromObject(plan))
 	job, _ := v.(pageJob)
 	if held && (job.uid != plan.UID || plan.Status.PlannedAt == nil || !plan.Status.PlannedAt.Time.Equal(job.plannedAt) || plan.Status.CandidateFingerprint != job.candidateFingerprint) {
@@ -290,4 +290,4 @@ func (r *Reconciler) writePending(ctx context.Context, plan *fleetv1alpha1.Retir
 }
 
 // forgetPages lets go of the verdicts held for a plan that is gone.
-func (r *Reconciler) forgetPages(key types.NamespacedName) { r.pendingPages.Delete(key) }
+func (r *HostPlanReconciler) forgetPages(key types.NamespacedName) { r.pendingPages.Delete(key) }

@@ -93,7 +93,7 @@ func hostPlanOf(p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementPlan {
 // writePlanPages runs what a manager runs after a fleet plan's first reconcile: the own
 // reconcile of each of its host plans, which writes the pages the fleet plan's reconcile
 // left to it, then the fleet plan's again, which records them. It returns p re-read.
-func writePlanPages(r *retirementplan.Reconciler, p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementPlan {
+func writePlanPages(r *planReconcilers, p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementPlan {
 	GinkgoHelper()
 	for _, h := range p.Status.Hosts {
 		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: p.Namespace, Name: h.Plan}})

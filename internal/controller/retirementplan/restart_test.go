@@ -105,7 +105,7 @@ func deadRowsOf(ns string) []*fleetv1alpha1.WorkerRegistration {
 // planManager is a manager of its own whose only controller reconciles one plan, so a
 // spec can stop it (a crash) and start another in its place (a restart or failover).
 type planManager struct {
-	reconciler *retirementplan.Reconciler
+	reconciler *planReconcilers
 	recorder   *countingRecorder
 	log        *writeLog
 	stop       context.CancelFunc
@@ -115,7 +115,7 @@ type planManager struct {
 // startPlanManager starts a manager whose RetirementPlan controller, with applier id
 // applier and takeover timeout timeout, handles only plan p. wire adjusts the
 // reconciler before it starts.
-func startPlanManager(p *fleetv1alpha1.RetirementPlan, applier string, timeout time.Duration, wire func(*retirementplan.Reconciler, *writeLog)) *planManager {
+func startPlanManager(p *fleetv1alpha1.RetirementPlan, applier string, timeout time.Duration, wire func(*planReconcilers, *writeLog)) *planManager {
 	GinkgoHelper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	Expect(err).NotTo(HaveOccurred())
@@ -153,7 +153,7 @@ func (pm *planManager) Stop() {
 
 // reconcileUntilSettled reconciles p with r, waiting each requested interval, until r
 // asks for nothing more; it returns the first result (what r did on first sight).
-func reconcileUntilSettled(r *retirementplan.Reconciler, p *fleetv1alpha1.RetirementPlan) ctrl.Result {
+func reconcileUntilSettled(r *planReconcilers, p *fleetv1alpha1.RetirementPlan) ctrl.Result {
 	GinkgoHelper()
 	var first *ctrl.Result
 	for range 20 {
@@ -261,7 +261,7 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 
 		By("manager A plans, is approved, and crashes right after its second row write")
 		crashed := make(chan struct{})
-		a := startPlanManager(p, "agent-a", 0, func(r *retirementplan.Reconciler, l *writeLog) {
+		a := startPlanManager(p, "agent-a", 0, func(r *planReconcilers, l *writeLog) {
 			r.AfterWrite = func(_ context.Context, worker string) error {
 				if n := l.write(worker); n >= 2 {
 					if n == 2 {
@@ -396,7 +396,7 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		// second, started once that is recorded, does not (its first check is the one).
 		release := make(chan struct{})
 		type applier struct {
-			r        *retirementplan.Reconciler
+			r        *planReconcilers
 			rec      *countingRecorder
 			log      *writeLog
 			arrived  chan struct{}

@@ -56,7 +56,7 @@ func waitOutcome(p *fleetv1alpha1.RetirementPlan, outcome string) *fleetv1alpha1
 }
 
 // reconcilePlan drives a hand-wired reconciler once for a "direct-" plan.
-func reconcilePlan(r *retirementplan.Reconciler, p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementPlan {
+func reconcilePlan(r *planReconcilers, p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementPlan {
 	GinkgoHelper()
 	_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 	Expect(err).NotTo(HaveOccurred())

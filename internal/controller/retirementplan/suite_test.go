@@ -10,12 +10,14 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/authz"
 	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
 	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
@@ -65,11 +67,11 @@ var (
 	prober    *liveness.ProcProber
 	host      retirement.Host
 	fleet     testworker.Fleet
-	mgrPlans  *retirementplan.Reconciler
+	mgrPlans  *planReconcilers
 	// agentA and agentB are the host agents of the two managers.
 	agentA, agentB *hostagent.Agent
 	// plansB is the second manager's RetirementPlan reconciler (host B).
-	plansB     *retirementplan.Reconciler
+	plansB     *planReconcilers
 	hostBFacts liveness.HostFacts
 )
 
@@ -179,8 +181,8 @@ var _ = AfterSuite(func() {
 
 // newPlanReconciler wires a RetirementPlan reconciler against the real API server: c
 // writes, reader is the authoritative reader (also of the workflow fence).
-func newPlanReconciler(c client.Client, reader client.Reader, p liveness.Prober) *retirementplan.Reconciler {
-	r := &retirementplan.Reconciler{
+func newPlanReconciler(c client.Client, reader client.Reader, p liveness.Prober) *planReconcilers {
+	deps := &retirementplan.Deps{
 		Client:     c,
 		APIReader:  reader,
 		Host:       host,
@@ -189,15 +191,52 @@ func newPlanReconciler(c client.Client, reader client.Reader, p liveness.Prober)
 		Fence:      workflowfence.Fence{Client: c, Reader: reader, Clock: clock.RealClock{}},
 		Clock:      clock.RealClock{},
 		Recorder:   testenv.Discard,
-		// A hand-driven reconciler is host A's agent by fiat: the plans it drives
-		// ("direct-*") are seen by no manager.
-		Agent:          heldAgent{host: host.HostID},
-		AgentNamespace: agentNamespace,
 	}
+	// A hand-driven reconciler is host A's agent by fiat: the plans it drives
+	// ("direct-*") are seen by no manager.
+	hosts := &retirementplan.HostPlanReconciler{Deps: deps, Agent: heldAgent{host: host.HostID}}
 	if p != nil {
-		r.Prober, r.Reprober = p, p
+		hosts.Prober, hosts.Reprober = p, p
 	}
-	return r
+	return &planReconcilers{
+		HostPlanReconciler: hosts,
+		fleet:              &retirementplan.FleetPlanReconciler{Deps: deps, HostPlans: hosts, AgentNamespace: agentNamespace},
+	}
+}
+
+// planReconcilers is one manager's two RetirementPlan reconcilers. Its fields are the
+// host-plan reconciler's and, through it, the shared Deps; the fleet-plan reconciler's
+// own are under fleet. Reconcile routes a plan as the manager's two controllers do.
+type planReconcilers struct {
+	*retirementplan.HostPlanReconciler
+	fleet *retirementplan.FleetPlanReconciler
+}
+
+// Reconcile hands a host plan to the host-plan reconciler and a fleet plan to the
+// fleet-plan reconciler; a plan that is gone to both.
+func (p *planReconcilers) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	plan := &fleetv1alpha1.RetirementPlan{}
+	err := p.APIReader.Get(ctx, req.NamespacedName, plan)
+	switch {
+	case apierrors.IsNotFound(err):
+		if _, err := p.HostPlanReconciler.Reconcile(ctx, req); err != nil {
+			return ctrl.Result{}, err
+		}
+		return p.fleet.Reconcile(ctx, req)
+	case err != nil:
+		return ctrl.Result{}, err
+	case plan.Spec.HostID != "":
+		return p.HostPlanReconciler.Reconcile(ctx, req)
+	}
+	return p.fleet.Reconcile(ctx, req)
+}
+
+// SetupWithManagerNamed registers both reconcilers, as name-host and name-fleet.
+func (p *planReconcilers) SetupWithManagerNamed(mgr ctrl.Manager, name string, preds ...predicate.Predicate) error {
+	if err := p.HostPlanReconciler.SetupWithManagerNamed(mgr, name+"-host", preds...); err != nil {
+		return err
+	}
+	return p.fleet.SetupWithManagerNamed(mgr, name+"-fleet", preds...)
 }
 
 // heldAgent is an agent that holds its host by fiat, for reconcilers driven by hand.

@@ -4,17 +4,27 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
@@ -23,28 +33,129 @@ import (
 )
 
 // A RetirementPlan without spec.hostID is a fleet plan: one user action covering every
-// host. Its reconciler (on the fleet coordinator only: Reconciler.Coordinator) splits the
-// namespace's rows by host, creates one host plan per host that has an agent, and
-// aggregates them. A host plan is planned
-// and applied only by the agent holding its host's Lease, with the ordinary plan code,
-// over that host's rows. See docs/retirementplan.md, "Several hosts".
+// host. See docs/retirementplan.md, "Several hosts".
 
-// HostAgent is this manager's agent for its host (internal/hostagent): the host id, the
-// agent's instance id, and whether it holds the host's coordination Lease right now.
-type HostAgent interface {
-	ID() string
-	Instance() string
-	Held() bool
+// FleetPlanReconciler drives fleet plans (no spec.hostID): it splits the namespace's rows
+// by host, creates one host plan per host that has an agent, judges the approval, closes
+// the host plans of hosts whose agent is gone, and aggregates. Only the fleet coordinator
+// writes a fleet plan (Coordinator).
+type FleetPlanReconciler struct {
+	*Deps
+	// HostPlans is this manager's host-plan reconciler. The fleet plan's reconcile runs
+	// the host plans of this manager's host at once (so a single-host fleet plan
+	// completes in one reconcile), and settles the apply of a lost host the way a
+	// returning agent would. Required.
+	HostPlans *HostPlanReconciler
+	// AgentNamespace holds the hosts' coordination Leases, read to learn which hosts have
+	// an agent when a fleet plan fans out.
+	AgentNamespace string
+	// Coordinator is this manager's candidacy for the fleet coordinator Lease: only while
+	// it holds that Lease does this reconciler fan out a fleet plan, write its status and
+	// pages, create its host plans and close those of lost hosts, so a fleet plan has one
+	// writer. Nil: this reconciler drives every fleet plan it sees (a single manager, or a
+	// test driving a reconciler by hand).
+	Coordinator Coordinator
+	// HostAgentGrace is how long a fleet plan waits for a host's agent beyond the expiry
+	// of the host's Lease before it closes that host's host plan (zero:
+	// retirement.DefaultHostAgentGrace).
+	HostAgentGrace time.Duration
+	// ApproverBackoff is how an approver that is not authorized yet is looked at again
+	// (zero: retirement.DefaultApproverBackoff).
+	ApproverBackoff retirement.Backoff
+
+	// refusals counts, per plan UID, the consecutive ApproverNotAuthorized verdicts.
+	refusals sync.Map
 }
 
-// Coordinator is this manager's candidacy for the fleet coordinator Lease
-// (hostagent.NewCoordinator): whether it holds the Lease right now.
-type Coordinator interface {
-	Held() bool
+// Reconcile drives a fleet plan; it leaves host plans to HostPlanReconciler. Only the
+// fleet coordinator writes a fleet plan, but one that just lost its Lease may have
+// written it too: each attempt reads it afresh, and a conflict is answered by re-reading
+// and deciding again.
+func (r *FleetPlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if r.HostPlans == nil {
+		return ctrl.Result{}, errors.New("FleetPlanReconciler.HostPlans is not set")
+	}
+	plan := &fleetv1alpha1.RetirementPlan{}
+	for attempt := 0; ; attempt++ {
+		if err := r.APIReader.Get(ctx, req.NamespacedName, plan); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if plan.Spec.HostID != "" {
+			return ctrl.Result{}, nil
+		}
+		// gather.go: this attempt's fan-out read serves its local host plans' dry runs.
+		res, err := r.reconcileFleet(withFanoutRead(ctx), plan)
+		if !apierrors.IsConflict(err) || attempt == maxFleetAttempts {
+			return res, err
+		}
+		fleetConflicts.Inc()
+	}
+}
+
+// maxFleetAttempts bounds the re-reads after conflicting writes of a fleet plan in one
+// reconcile; then the error is returned and the work queue backs off.
+const maxFleetAttempts = 5
+
+// SetupWithManager registers the reconciler as "retirementplan-fleet".
+func (r *FleetPlanReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return r.SetupWithManagerNamed(mgr, "retirementplan-fleet")
+}
+
+// SetupWithManagerNamed registers the reconciler under name, for fleet plans that pass
+// preds. A fleet plan's own spec changes (generation) enqueue it, and so does any change
+// of one of its host plans; when this manager becomes the fleet coordinator, every
+// unfinished fleet plan is looked at again.
+func (r *FleetPlanReconciler) SetupWithManagerNamed(mgr ctrl.Manager, name string, preds ...predicate.Predicate) error {
+	if r.HostPlans == nil {
+		return errors.New("FleetPlanReconciler.HostPlans is not set")
+	}
+	fleetPlans := predicate.NewPredicateFuncs(func(o client.Object) bool { return !isHostPlan(o) })
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&fleetv1alpha1.RetirementPlan{}, builder.WithPredicates(append([]predicate.Predicate{fleetPlans, predicate.GenerationChangedPredicate{}}, preds...)...)).
+		Watches(&fleetv1alpha1.RetirementPlan{}, handler.EnqueueRequestsFromMapFunc(fleetPlanOf), builder.WithPredicates(preds...)).
+		Named(name).
+		// Every manager runs it: a standby still runs its own host's host plans at once,
+		// and only the coordinator writes (coordinates).
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)})
+	if ch, ok := r.Coordinator.(interface {
+		Changes() <-chan event.GenericEvent
+	}); ok {
+		b = b.WatchesRawSource(source.Channel(ch.Changes(), handler.EnqueueRequestsFromMapFunc(r.openFleetPlans)))
+	}
+	return b.Complete(r)
+}
+
+// fleetPlanOf maps a host plan to its fleet plan.
+func fleetPlanOf(_ context.Context, o client.Object) []reconcile.Request {
+	plan, ok := o.(*fleetv1alpha1.RetirementPlan)
+	if !ok || plan.Spec.HostID == "" {
+		return nil
+	}
+	if ref := metav1.GetControllerOf(plan); ref != nil && ref.Kind == kindRetirementPlan {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: plan.Namespace, Name: ref.Name}}}
+	}
+	return nil
+}
+
+// openFleetPlans lists the unfinished fleet plans, for a manager that just became the
+// fleet coordinator.
+func (r *FleetPlanReconciler) openFleetPlans(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &fleetv1alpha1.RetirementPlanList{}
+	if err := r.List(ctx, list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Spec.HostID == "" && (p.Status.Outcome == "" || p.Status.Outcome == retirement.OutcomePlanned) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		}
+	}
+	return out
 }
 
 // coordinates says whether this reconciler is the one writer of fleet plans now.
-func (r *Reconciler) coordinates() bool {
+func (r *FleetPlanReconciler) coordinates() bool {
 	return r.Coordinator == nil || r.Coordinator.Held()
 }
 
@@ -84,153 +195,13 @@ func HostPlanName(parent, hostID string) string {
 	return parent[:253-len(suffix)-9] + "-" + shortHash(parent, 8) + suffix
 }
 
-// holds says whether this manager is the agent of hostID right now.
-func (r *Reconciler) holds(hostID string) bool {
-	return r.Agent != nil && hostID != "" && r.Agent.ID() == hostID && r.Agent.Held()
-}
-
-// lockPlan serialises the work on one host plan within this process: the host plan's own
-// reconcile and its fleet plan's reconcile (which runs local host plans at once) may
-// otherwise overlap.
-func (r *Reconciler) lockPlan(key types.NamespacedName) func() {
-	m, _ := r.planLocks.LoadOrStore(key, &sync.Mutex{})
-	mu := m.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
-}
-
-// reconcileHost plans and, once its fleet plan is approved, applies a host plan. Only the
-// agent holding the host's Lease does anything; a standby agent, or one of another host,
-// writes nothing.
-//
-// A plan's pages are written after the status that records it planned. When the fleet
-// plan's reconcile runs a host plan of this host (inline), the pages of a plan it just
-// recorded wait for the host plan's own reconcile, which that status write enqueues, so
-// the fleet plan aggregates first. Pages pending from earlier are written before
-// anything else is done to the plan.
-func (r *Reconciler) reconcileHost(ctx context.Context, key types.NamespacedName, hostID string, inline bool) (ctrl.Result, error) {
-	if !r.holds(hostID) {
-		return ctrl.Result{}, nil
-	}
-	defer r.lockPlan(key)()
-	plan := &fleetv1alpha1.RetirementPlan{}
-	if err := r.APIReader.Get(ctx, key, plan); err != nil { // the newest state, not the cache's
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	logger := log.FromContext(ctx).WithValues("RetirementPlan", klogRef(plan), "host", hostID)
-	if pagesPending(plan) {
-		if err := r.writePending(ctx, plan); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	// An apply recorded as in progress: wait for its holder, or take over a lapsed hold
-	// and complete the report from the rows (intent.go). Nothing else touches such a plan.
-	if applyInProgress(plan) {
-		return r.settleApply(ctx, plan)
-	}
-	if plan.Status.Outcome != "" && plan.Status.Outcome != retirement.OutcomePlanned {
-		return ctrl.Result{}, nil
-	}
-	if plan.Status.Outcome == "" {
-		if err := r.plan(ctx, plan); err != nil {
-			return ctrl.Result{}, err
-		}
-		logger.Info("Planned host plan", "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
-		if inline {
-			return ctrl.Result{}, nil
-		}
-		if err := r.writePending(ctx, plan); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	if r.effectiveApproval(ctx, plan) == nil {
-		return ctrl.Result{}, nil // the fleet plan's change enqueues this host plan again
-	}
-	// The host plan records that it is approved before its apply records its intent: the
-	// intent is written only on a plan whose stored status says Approved.
-	if c := meta.FindStatusCondition(plan.Status.Conditions, fleetv1alpha1.ApprovedCondition); c == nil ||
-		c.Status != metav1.ConditionTrue || c.ObservedGeneration != plan.Generation {
-		conditions.Set(&plan.Status.Conditions, plan.Generation, fleetv1alpha1.ApprovedCondition, true,
-			fleetv1alpha1.ReasonApprovedThroughFleetPlan, "The fleet plan is Approved and covers this host plan's candidates")
-		if err := r.Status().Update(ctx, plan); err != nil {
-			return ctrl.Result{}, fmt.Errorf("recording the host plan's approval: %w", err)
-		}
-	}
-	logger.Info("Applying host plan")
-	return r.applyApproved(ctx, plan) // apply.go: intent, guarded row writes, report
-}
-
-func klogRef(p *fleetv1alpha1.RetirementPlan) string { return p.Namespace + "/" + p.Name }
-
-// effectiveApproval is the approval a plan applies with. A fleet plan's is its own
-// spec.approval. A host plan's is its fleet plan's, narrowed to this host: the same
-// binding, approver and registry fingerprint (the whole namespace's), the host plan's own
-// candidate fingerprint, and the approved identities that are this host plan's
-// candidates. It is nil (nothing may be applied) unless the fleet plan is Approved at its
-// current generation and its hosts entry still carries this host plan's candidate
-// fingerprint.
-func (r *Reconciler) effectiveApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementApproval {
-	if plan.Spec.HostID == "" {
-		return plan.Spec.Approval
-	}
-	a, _, _ := r.hostApproval(ctx, plan)
-	return a
-}
-
-// hostApproval is effectiveApproval of a host plan, with its fleet plan and, when nil,
-// why.
-func (r *Reconciler) hostApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (*fleetv1alpha1.RetirementApproval, *fleetv1alpha1.RetirementPlan, string) {
-	ref := metav1.GetControllerOf(plan)
-	if ref == nil || ref.Kind != kindRetirementPlan {
-		return nil, nil, "the host plan belongs to no fleet plan"
-	}
-	parent := &fleetv1alpha1.RetirementPlan{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: plan.Namespace, Name: ref.Name}, parent); err != nil {
-		return nil, nil, fmt.Sprintf("the fleet plan %s cannot be read: %v", ref.Name, err)
-	}
-	if parent.UID != ref.UID || parent.Spec.HostID != "" {
-		return nil, nil, fmt.Sprintf("%s is not the fleet plan this host plan was made for", ref.Name)
-	}
-	a := parent.Spec.Approval
-	c := meta.FindStatusCondition(parent.Status.Conditions, fleetv1alpha1.ApprovedCondition)
-	if a == nil || c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != parent.Generation {
-		return nil, parent, fmt.Sprintf("the fleet plan %s is not Approved at its current generation", parent.Name)
-	}
-	var entry *fleetv1alpha1.HostPlanStatus
-	for i := range parent.Status.Hosts {
-		if parent.Status.Hosts[i].HostID == plan.Spec.HostID {
-			entry = &parent.Status.Hosts[i]
-		}
-	}
-	if entry == nil || entry.Plan != plan.Name || entry.CandidateFingerprint == "" || entry.CandidateFingerprint != plan.Status.CandidateFingerprint {
-		return nil, parent, fmt.Sprintf("the fleet plan %s does not carry this host plan's candidate fingerprint for host %q", parent.Name, plan.Spec.HostID)
-	}
-	return &fleetv1alpha1.RetirementApproval{
-		Binding:              a.Binding,
-		RegistryFingerprint:  a.RegistryFingerprint,
-		CandidateFingerprint: plan.Status.CandidateFingerprint,
-		WorkerIdentities:     retirement.HostIdentities(a.WorkerIdentities, plan.Status.CandidateWorkerIdentities),
-		ApprovedBy:           a.ApprovedBy,
-		ApprovedGroups:       a.ApprovedGroups,
-	}, parent, ""
-}
-
-// retiredBy is what a retired row records as the plan that retired it: the fleet plan
-// the user acted on (for a host plan, its owner), as namespace/name.
-func (r *Reconciler) retiredBy(plan *fleetv1alpha1.RetirementPlan) string {
-	if ref := metav1.GetControllerOf(plan); plan.Spec.HostID != "" && ref != nil && ref.Kind == kindRetirementPlan {
-		return plan.Namespace + "/" + ref.Name
-	}
-	return plan.Namespace + "/" + plan.Name
-}
-
 // reconcileFleet drives a fleet plan: fan out, wait for the host plans' plans, judge the
 // approval as for any plan, wait for the host plans' applies, aggregate. Every step is a
 // function of what the API server holds, and only the fleet coordinator runs it (another
 // agent runs only its own host's host plans); should two run it (a coordinator that lost
 // its Lease mid-reconcile), they converge: writes are
 // guarded by resourceVersion, and a conflict is retried from a fresh read.
-func (r *Reconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
+func (r *FleetPlanReconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
 	if plan.Status.Outcome != "" && pagesPending(plan) && r.coordinates() {
 		// Host plans write their pages after they are planned, and the fleet plan may be
@@ -335,7 +306,7 @@ func approvedNow(plan *fleetv1alpha1.RetirementPlan) bool {
 // plan splits: a host plan for each host with Active rows and an agent, the hosts without
 // one, the rows no host plan covers, the registry fingerprint and the snapshot. The write
 // is guarded: should two coordinators fan out at once, one wins and the other re-reads.
-func (r *Reconciler) fanOut(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
+func (r *FleetPlanReconciler) fanOut(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
 	reads, err := r.readFanout(ctx, plan.Namespace)
 	if err != nil {
 		return err
@@ -345,8 +316,8 @@ func (r *Reconciler) fanOut(ctx context.Context, plan *fleetv1alpha1.RetirementP
 		if x, ok := reads.hosts.Agent(h); ok {
 			return x.Agent, true
 		}
-		if r.holds(h) {
-			return r.Agent.Instance(), true
+		if r.HostPlans.holds(h) {
+			return r.HostPlans.Agent.Instance(), true
 		}
 		return "", false
 	}
@@ -412,7 +383,7 @@ func intCounts(m map[string]int32) map[string]int {
 
 // ensureHostPlans creates the host plans the fan-out recorded (idempotent: the names are
 // deterministic, and one that exists already is checked, not changed).
-func (r *Reconciler) ensureHostPlans(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
+func (r *FleetPlanReconciler) ensureHostPlans(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
 	for _, h := range plan.Status.Hosts {
 		child := &fleetv1alpha1.RetirementPlan{
 			ObjectMeta: metav1.ObjectMeta{Name: h.Plan, Namespace: plan.Namespace, Labels: map[string]string{LabelFleetPlan: fleetPlanLabelValue(plan.Name)}},
@@ -447,13 +418,13 @@ func (r *Reconciler) ensureHostPlans(ctx context.Context, plan *fleetv1alpha1.Re
 // again as soon as the earliest of them asks to (an apply held by another applier, a
 // hold waited out before its takeover), so the fleet plan's reconcile carries the host
 // plans' requeues.
-func (r *Reconciler) runLocalHostPlans(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
+func (r *FleetPlanReconciler) runLocalHostPlans(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
 	var out ctrl.Result
 	for _, h := range plan.Status.Hosts {
-		if !r.holds(h.HostID) {
+		if !r.HostPlans.holds(h.HostID) {
 			continue
 		}
-		res, err := r.reconcileHost(ctx, types.NamespacedName{Namespace: plan.Namespace, Name: h.Plan}, h.HostID, true)
+		res, err := r.HostPlans.reconcileHost(ctx, types.NamespacedName{Namespace: plan.Namespace, Name: h.Plan}, h.HostID, true)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -466,7 +437,7 @@ func (r *Reconciler) runLocalHostPlans(ctx context.Context, plan *fleetv1alpha1.
 
 // shares reads the host plans of a fleet plan as the aggregate sees them, in the order of
 // status.hosts (sorted by host id).
-func (r *Reconciler) shares(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) ([]retirement.HostShare, map[string]*fleetv1alpha1.RetirementPlan, error) {
+func (r *FleetPlanReconciler) shares(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) ([]retirement.HostShare, map[string]*fleetv1alpha1.RetirementPlan, error) {
 	children, err := r.hostPlans(ctx, plan)
 	if err != nil {
 		return nil, nil, err
@@ -480,7 +451,7 @@ func (r *Reconciler) shares(ctx context.Context, plan *fleetv1alpha1.RetirementP
 
 // recordFleetPages sets a planned fleet plan's PagesReady from its host plans' and, once
 // every host plan's pages are written, its status.pages.
-func (r *Reconciler) recordFleetPages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, children map[string]*fleetv1alpha1.RetirementPlan) error {
+func (r *FleetPlanReconciler) recordFleetPages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, children map[string]*fleetv1alpha1.RetirementPlan) error {
 	hosts := make([]retirement.HostPages, 0, len(plan.Status.Hosts))
 	for _, h := range plan.Status.Hosts {
 		hp := retirement.HostPages{HostID: h.HostID, AgentLost: h.Agent == ""}
@@ -507,7 +478,7 @@ func (r *Reconciler) recordFleetPages(ctx context.Context, plan *fleetv1alpha1.R
 }
 
 // refreshFleetPages records a planned fleet plan's pages as its host plans write theirs.
-func (r *Reconciler) refreshFleetPages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
+func (r *FleetPlanReconciler) refreshFleetPages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
 	children, err := r.hostPlans(ctx, plan)
 	if err != nil {
 		return err
@@ -522,7 +493,7 @@ func (r *Reconciler) refreshFleetPages(ctx context.Context, plan *fleetv1alpha1.
 // fleetPages is a planned fleet plan's status.pages: the page counts of its host plans
 // and of its own pages (the rows no host plan covers, written at fan-out), and the
 // selector that lists them all.
-func (r *Reconciler) fleetPages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, children map[string]*fleetv1alpha1.RetirementPlan) (*fleetv1alpha1.RetirementPlanPages, error) {
+func (r *FleetPlanReconciler) fleetPages(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, children map[string]*fleetv1alpha1.RetirementPlan) (*fleetv1alpha1.RetirementPlanPages, error) {
 	out := &fleetv1alpha1.RetirementPlanPages{Selector: fleetPagesSelector(plan)}
 	for _, h := range plan.Status.Hosts {
 		if c := children[h.HostID]; c != nil && c.Status.Pages != nil {
@@ -558,7 +529,7 @@ func recordShares(plan *fleetv1alpha1.RetirementPlan, shares []retirement.HostSh
 }
 
 // aggregatePlan writes the fleet plan's dry run once every host plan is planned.
-func (r *Reconciler) aggregatePlan(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (bool, error) {
+func (r *FleetPlanReconciler) aggregatePlan(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (bool, error) {
 	shares, children, err := r.shares(ctx, plan)
 	if err != nil {
 		return false, err
@@ -595,7 +566,7 @@ func (r *Reconciler) aggregatePlan(ctx context.Context, plan *fleetv1alpha1.Reti
 }
 
 // aggregateApply writes the fleet plan's apply result once every host plan has one.
-func (r *Reconciler) aggregateApply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
+func (r *FleetPlanReconciler) aggregateApply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
 	shares, children, err := r.shares(ctx, plan)
 	if err != nil {
 		return err
@@ -650,7 +621,7 @@ func (r *Reconciler) aggregateApply(ctx context.Context, plan *fleetv1alpha1.Ret
 }
 
 // updateIfChanged writes the plan's status when it differs from before.
-func (r *Reconciler) updateIfChanged(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, before *fleetv1alpha1.RetirementPlanStatus) error {
+func (r *FleetPlanReconciler) updateIfChanged(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, before *fleetv1alpha1.RetirementPlanStatus) error {
 	if equalStatus(before, &plan.Status) {
 		return nil
 	}
@@ -658,4 +629,28 @@ func (r *Reconciler) updateIfChanged(ctx context.Context, plan *fleetv1alpha1.Re
 		return fmt.Errorf("recording the host plans' progress: %w", err)
 	}
 	return nil
+}
+
+// checkApproval records the Approved condition: true only when the approval repeats the
+// plan exactly, the guarding admission policy vouches for it, and the approver is no
+// worker and holds the approve verb. A refusal is announced by a Warning event when it
+// is new, not on every recheck.
+func (r *FleetPlanReconciler) checkApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (retirement.ApprovalVerdict, error) {
+	previous := ""
+	if c := meta.FindStatusCondition(plan.Status.Conditions, fleetv1alpha1.ApprovedCondition); c != nil {
+		previous = c.Reason
+	}
+	verdict, err := r.judgeApproval(ctx, plan)
+	if err != nil {
+		return retirement.ApprovalVerdict{}, err
+	}
+	setApproval(plan, verdict)
+	if err := r.Status().Update(ctx, plan); err != nil {
+		return retirement.ApprovalVerdict{}, fmt.Errorf("writing the Approved condition: %w", err)
+	}
+	approvalsTotal.WithLabelValues(verdict.Reason).Inc()
+	if retirement.ApprovalEventDue(previous, verdict) {
+		r.Recorder.Eventf(plan, nil, "Warning", verdict.Reason, "Approve", "Not approved: %s", verdict.Message)
+	}
+	return verdict, nil
 }
