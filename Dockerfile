@@ -9,7 +9,9 @@ COPY cmd/ cmd/
 COPY api/ api/
 COPY internal/ internal/
 COPY config/admission/ config/admission/
-RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -ldflags="-s -w" -o manager ./cmd
+# nolocalcp: no embedded control plane in the image (it needs a writable /tmp the pod
+# does not have); hack/images.sh builds the same binary.
+RUN CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH} go build -trimpath -tags nolocalcp -ldflags="-s -w" -o manager ./cmd
 
 # A static binary on distroless, as a non-root user.
 FROM gcr.io/distroless/static:nonroot

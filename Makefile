@@ -53,11 +53,11 @@ $(GOLANGCI_LINT): ## Build the pinned golangci-lint through the Go module proxy 
 
 .PHONY: verify
 verify: ## Regenerate code and manifests and fail if that changed anything (stale generated files).
-	@before=$$(hack/tree-digest.sh api config); \
-	$(MAKE) --no-print-directory generate manifests >/dev/null; \
-	after=$$(hack/tree-digest.sh api config); \
-	if [ "$$before" != "$$after" ]; then git --no-pager diff --stat -- api config; \
-	  echo "generated files were stale: run 'make generate manifests' and commit the result" >&2; exit 1; fi; \
+	@before=$$(hack/tree-digest.sh api config dist); \
+	$(MAKE) --no-print-directory generate manifests build-installer >/dev/null; \
+	after=$$(hack/tree-digest.sh api config dist); \
+	if [ "$$before" != "$$after" ]; then git --no-pager diff --stat -- api config dist; \
+	  echo "generated files were stale: run 'make generate manifests build-installer' and commit the result" >&2; exit 1; fi; \
 	echo "verify: generated code and manifests are up to date"
 
 .PHONY: envtest
@@ -78,6 +78,10 @@ test: verify lint model ## Run the whole test suite (unit, envtest, real Gitea) 
 	hack/gitea.sh build >&2; \
 	echo "KUBEBUILDER_ASSETS=$$assets"; \
 	KUBEBUILDER_ASSETS=$$assets FLEET_GITEA_SCRIPT=$(CURDIR)/hack/gitea.sh go test $(TEST_FLAGS) $(TEST_PKGS)
+
+.PHONY: test-e2e
+test-e2e: ## Run test/e2e: the shipped manifests and images on a real two-node cluster (hack/e2e.sh builds and starts everything; run as root).
+	hack/e2e.sh
 
 .PHONY: bench
 bench: ## Run the benchmarks (figures are ratios against same-run baselines).
@@ -107,9 +111,21 @@ run: ## Run the manager: against $$KUBECONFIG/in-cluster, or an embedded local c
 	esac; \
 	go run ./cmd $$args
 
+.PHONY: images
+images: ## Build the manager and worker images as OCI archives into bin/images, without Docker (hack/images.sh).
+	hack/images.sh
+
 .PHONY: docker-build
-docker-build: ## Build the container image (needs a Docker engine).
+docker-build: ## Build the container image with a Docker engine (the same image as `make images`' manager.tar).
 	docker build -t $(IMG) .
+
+.PHONY: cluster-up
+cluster-up: images ## Start a real two-node Kubernetes on this machine with the images loaded (hack/cluster.sh; run as root).
+	CLUSTER_IMAGES="bin/images/manager.tar bin/images/worker.tar" hack/cluster.sh up 2
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and give the host back as it was.
+	hack/cluster.sh down
 
 ##@ Deployment
 
@@ -118,5 +134,10 @@ install: manifests ## Install the CRDs into the cluster in ~/.kube/config.
 	kubectl apply -k config/crd
 
 .PHONY: deploy
-deploy: manifests ## Deploy the controller into the cluster in ~/.kube/config.
-	kubectl apply -k config/default
+deploy: manifests ## Deploy the controller into the cluster of $$KUBECONFIG (create the Secret fleet-controller-gitea in fleet-system first).
+	kubectl apply --server-side -k config/default
+
+.PHONY: build-installer
+build-installer: manifests ## Write dist/install.yaml: everything `make deploy` applies, in one file.
+	@mkdir -p dist
+	kubectl kustomize config/default > dist/install.yaml

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,5 +97,20 @@ func TestRunRefusesBadFlags(t *testing.T) {
 				t.Fatalf("run: %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestImageBuildLinksNoEnvtest: the manager the images carry (built with the nolocalcp
+// tag, as hack/images.sh and the Dockerfile do) links none of envtest, whose init wants
+// a writable /tmp that a pod with a read-only root filesystem does not have.
+func TestImageBuildLinksNoEnvtest(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-tags", "nolocalcp", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "sigs.k8s.io/controller-runtime/pkg/envtest") || strings.HasPrefix(pkg, "sigs.k8s.io/controller-runtime/pkg/internal/testing") {
+			t.Errorf("the image's manager links %s", pkg)
+		}
 	}
 }

@@ -26,7 +26,7 @@
 # FLEET_REPOSITORY, FLEET_GITEA_TOKEN_FILE, FLEET_DEMO_MANIFESTS, the Gitea login, and
 # the token files.
 #
-# Environment: DEMO_GITEA_PORT (default 3000), DEMO_DIR (default .cache/demo),
+# Environment: DEMO_GITEA_PORT (default 3000), GITEA_HOST (hack/gitea.sh), DEMO_DIR (default .cache/demo),
 # DEMO_CREDENTIALS_NAMESPACE (default fleet-system).
 set -euo pipefail
 

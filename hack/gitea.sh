@@ -11,7 +11,9 @@
 #
 # Environment:
 #   GITEA_VERSION  Gitea release to build        (default v1.26.0)
-#   GITEA_PORT     HTTP port on 127.0.0.1         (default 3917)
+#   GITEA_PORT     HTTP port                      (default 3917)
+#   GITEA_HOST     address it listens on and is named by (default 127.0.0.1;
+#                  hack/e2e.sh uses the local cluster's bridge, which pods reach)
 #
 # Layout (inside the project's gitignored .cache/):
 #   .cache/gitea/<version>-jsonv2/gitea  the binary
@@ -48,7 +50,8 @@ BUILD_GOEXPERIMENT=jsonv2
 BIN=$CACHE/$VERSION-$BUILD_GOEXPERIMENT/gitea
 MODDIR=$CACHE/$VERSION-$BUILD_GOEXPERIMENT/mod
 RUN=$CACHE/run-$PORT
-URL=http://127.0.0.1:$PORT
+HOST=${GITEA_HOST:-127.0.0.1}
+URL=http://$HOST:$PORT
 ADMIN=fleet_admin
 ADMIN_PW=Fleet-Adm1n-Passw0rd
 BUILD_TAGS="sqlite sqlite_unlock_notify"
@@ -199,9 +202,9 @@ I_AM_BEING_UNSAFE_RUNNING_AS_ROOT = true
 
 [server]
 PROTOCOL = http
-HTTP_ADDR = 127.0.0.1
+HTTP_ADDR = $HOST
 HTTP_PORT = $PORT
-DOMAIN = 127.0.0.1
+DOMAIN = $HOST
 ROOT_URL = $URL/
 STATIC_ROOT_PATH = $src
 APP_DATA_PATH = $RUN/data

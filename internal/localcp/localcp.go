@@ -1,5 +1,11 @@
+//go:build !nolocalcp
+
 // Package localcp starts an embedded, local Kubernetes control plane (kube-apiserver and
 // etcd from the envtest binaries) so the manager can run on a machine with no cluster.
+//
+// It links controller-runtime's envtest, whose init writes below $TMPDIR. The images
+// build the manager with the nolocalcp tag (localcp_off.go), so a manager in a pod, with
+// its read-only root filesystem, carries none of it.
 package localcp
 
 import (
