@@ -7,7 +7,8 @@
 # Steps, each timed in the log:
 #   1. the Kubernetes components (hack/k8s.sh: envtest's kube-apiserver and etcd, plus
 #      kubelet, kube-controller-manager, kube-scheduler and kube-proxy built beside them);
-#   2. the images as OCI archives (hack/images.sh);
+#   2. the images as OCI archives (hack/images.sh), and the e2e worker image: the worker
+#      image's /kubectl-fleet plus /idle (hack/pause), a command that waits until stopped;
 #   3. a fresh two-node cluster with the images loaded (hack/cluster.sh);
 #   4. the demo Gitea (hack/demo.sh) listening on the cluster's bridge, where pods reach it;
 #   5. the shipped manifests (config/default through test/e2e/config, which only names
@@ -60,9 +61,13 @@ main() {
   local images
   stage hack/k8s.sh >/dev/null
   images=$(hack/images.sh | tail -n1)
+  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$images/idle" ./hack/pause
+  "$images/ociimage" -o "$images/e2e-worker.tar" -name docker.io/library/fleet-e2e-worker:dev \
+    -entrypoint /kubectl-fleet -user 65532:65532 -nonroot "$images/kubectl-fleet=/kubectl-fleet" "$images/idle=/idle"
+  export FLEET_E2E_PLUGIN=$images/kubectl-fleet
   hack/cluster.sh reset >/dev/null 2>&1 || true
   trap cleanup EXIT
-  CLUSTER_IMAGES="$images/manager.tar $images/worker.tar" stage hack/cluster.sh up 2
+  CLUSTER_IMAGES="$images/manager.tar $images/worker.tar $images/e2e-worker.tar" stage hack/cluster.sh up 2
   eval "$(hack/cluster.sh env)"
   export KUBECONFIG
   DEMO_ENV=$(hack/demo.sh up | tail -n1)

@@ -40,7 +40,8 @@ type ProcessIdentity struct {
 	// +kubebuilder:validation:MaxLength=64
 	BootID string `json:"bootID,omitempty"`
 
-	// pid is the operating-system process id of the worker process.
+	// pid is the operating-system process id of the worker process: the host's pid, or,
+	// when pod is set, the pid in the pod's own pid namespace (never a host pid).
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	PID int64 `json:"pid"`
@@ -51,6 +52,44 @@ type ProcessIdentity struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	StartTime *int64 `json:"startTime,omitempty"`
+
+	// pod is set when the worker runs in a pod, in a pid namespace of its own: pid is then
+	// only meaningful inside that pod, and hostID is the machine id of the pod's node (the
+	// pod mounts the node's /etc/machine-id). The node's agent resolves the row to the one
+	// host process of this pod whose namespace pid and start time match, and proves it
+	// gone only when no process of the pod matches; a row it cannot resolve is never
+	// retired.
+	// +optional
+	Pod *PodProcess `json:"pod,omitempty"`
+}
+
+// PodProcess names the pod a worker process runs in, as the downward API tells it.
+type PodProcess struct {
+	// namespace is the pod's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+	// name is the pod's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// uid is the pod's UID: the agent finds the pod's processes by it, in their cgroups.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[0-9a-fA-F-]+$`
+	UID string `json:"uid"`
+	// nodeName is the node the pod runs on.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName"`
+	// container is the name of the worker's container in the pod, when known.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Container string `json:"container,omitempty"`
 }
 
 // Revisions records the revisions a worker was started with. They are informational:

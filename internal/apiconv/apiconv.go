@@ -4,6 +4,7 @@
 package apiconv
 
 import (
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,7 @@ func Row(wr *fleetv1alpha1.WorkerRegistration) retirement.Row {
 		BootID:              s.Process.BootID,
 		PID:                 s.Process.PID,
 		StartTime:           s.Process.StartTime,
+		PodUID:              podUID(s.Process.Pod),
 		GenerationID:        s.GenerationID,
 		SessionID:           s.SessionID,
 		FencingEpoch:        s.FencingEpoch,
@@ -79,7 +81,20 @@ func Members(items []fleetv1alpha1.WorkerRegistration) []fleet.Member {
 // ProbeTarget is the process a registration describes.
 func ProbeTarget(wr *fleetv1alpha1.WorkerRegistration) liveness.Target {
 	p := wr.Spec.Process
-	return liveness.Target{HostID: p.HostID, BootID: p.BootID, PID: p.PID, StartTime: p.StartTime}
+	t := liveness.Target{HostID: p.HostID, BootID: p.BootID, PID: p.PID, StartTime: p.StartTime}
+	if p.Pod != nil { // p.PID is the pod's own namespace pid: the prober resolves it
+		t.Pod = &liveness.PodTarget{UID: p.Pod.UID}
+	}
+	return t
+}
+
+// podUID is the UID of a worker's pod, "" for a host process. Written in lower case, as
+// the API server writes UIDs, so that one pod is one identity.
+func podUID(p *fleetv1alpha1.PodProcess) string {
+	if p == nil {
+		return ""
+	}
+	return strings.ToLower(p.UID)
 }
 
 // Probe is a prober's answer in the retirement package's terms.

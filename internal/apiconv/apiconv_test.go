@@ -63,3 +63,21 @@ func TestHoldings(t *testing.T) {
 		t.Fatalf("Holdings = %+v, want %+v", got, want)
 	}
 }
+
+// A pod worker's pid is its pod's namespace pid: the probe target carries the pod, so
+// the prober resolves it instead of reading the host's pid of that number.
+func TestProbeTargetOfAPodWorker(t *testing.T) {
+	st := int64(9000)
+	wr := &fleetv1alpha1.WorkerRegistration{Spec: fleetv1alpha1.WorkerRegistrationSpec{Process: fleetv1alpha1.ProcessIdentity{
+		HostID: "h", BootID: "b", PID: 7, StartTime: &st,
+		Pod: &fleetv1alpha1.PodProcess{Namespace: "ns", Name: "w-0", UID: "6f1c2a52-3b7d-4e2a-9a4f-0c1d2e3f4a5b", NodeName: "node1"},
+	}}}
+	got := ProbeTarget(wr)
+	if got.Pod == nil || got.Pod.UID != wr.Spec.Process.Pod.UID || got.PID != 7 || got.HostID != "h" || *got.StartTime != st {
+		t.Fatalf("ProbeTarget = %+v", got)
+	}
+	wr.Spec.Process.Pod = nil
+	if got := ProbeTarget(wr); got.Pod != nil {
+		t.Fatalf("a host worker's target names a pod: %+v", got)
+	}
+}

@@ -123,6 +123,10 @@ func (o *Options) processFacts(pid int64, hostID string) (fleetv1alpha1.ProcessI
 	if err != nil {
 		return fleetv1alpha1.ProcessIdentity{}, fmt.Errorf("reading the start time of process %d: %w", pid, err)
 	}
+	pod, err := o.podOf(pid)
+	if err != nil {
+		return fleetv1alpha1.ProcessIdentity{}, err
+	}
 	facts, ferr := liveness.ReadHostFacts(o.ProcRoot)
 	if hostID != "" {
 		facts.HostID = hostID
@@ -130,9 +134,12 @@ func (o *Options) processFacts(pid int64, hostID string) (fleetv1alpha1.ProcessI
 	if facts.HostID == "" || facts.BootID == "" {
 		// A row without host or boot can never be proven gone: refuse rather than
 		// register a worker whose retirement would be impossible.
+		if pod != nil {
+			return fleetv1alpha1.ProcessIdentity{}, fmt.Errorf("the node's machine id or boot id is unknown (%v): mount the node's /etc/machine-id into the pod, or pass --host-id", ferr)
+		}
 		return fleetv1alpha1.ProcessIdentity{}, fmt.Errorf("this host's machine id or boot id is unknown (%v); pass --host-id", ferr)
 	}
-	return fleetv1alpha1.ProcessIdentity{HostID: facts.HostID, BootID: facts.BootID, PID: pid, StartTime: ptr.To(start)}, nil
+	return fleetv1alpha1.ProcessIdentity{HostID: facts.HostID, BootID: facts.BootID, PID: pid, StartTime: ptr.To(start), Pod: pod}, nil
 }
 
 // registration builds the WorkerRegistration for process p.

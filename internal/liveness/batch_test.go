@@ -10,15 +10,15 @@ import (
 // face: visible, hiding processes, without a verified boot.
 func TestProbeAllEqualsProbe(t *testing.T) {
 	targets := []Target{
-		{testHost, testBoot, 100, ptr(5000)}, // alive
-		{testHost, testBoot, 100, ptr(4999)}, // reused
-		{testHost, testBoot, 200, ptr(5000)}, // free
-		{testHost, oldBoot, 200, ptr(5000)},  // free, earlier boot
-		{testHost, oldBoot, 100, ptr(5000)},  // occupied, earlier boot
-		{otherHost, testBoot, 200, ptr(5000)},
-		{testHost, "", 200, ptr(5000)},
-		{testHost, testBoot, 0, ptr(1)},
-		{testHost, testBoot, 104, ptr(1)}, // unparsable stat
+		{testHost, testBoot, 100, ptr(5000), nil}, // alive
+		{testHost, testBoot, 100, ptr(4999), nil}, // reused
+		{testHost, testBoot, 200, ptr(5000), nil}, // free
+		{testHost, oldBoot, 200, ptr(5000), nil},  // free, earlier boot
+		{testHost, oldBoot, 100, ptr(5000), nil},  // occupied, earlier boot
+		{otherHost, testBoot, 200, ptr(5000), nil},
+		{testHost, "", 200, ptr(5000), nil},
+		{testHost, testBoot, 0, ptr(1), nil},
+		{testHost, testBoot, 104, ptr(1), nil}, // unparsable stat
 	}
 	trees := map[string]func(f *fakeRoot){
 		"visible":      func(*fakeRoot) {},
@@ -50,7 +50,7 @@ func TestProbeAllEqualsProbe(t *testing.T) {
 // A batch whose facts change while it runs is probed again one target at a time, so no
 // answer rests on a fact that stopped holding.
 func TestProbeAllRechecksAfterTheBatch(t *testing.T) {
-	targets := []Target{{testHost, testBoot, 200, ptr(1)}, {testHost, testBoot, 201, ptr(1)}}
+	targets := []Target{{testHost, testBoot, 200, ptr(1), nil}, {testHost, testBoot, 201, ptr(1), nil}}
 	changes := map[string]func(f *fakeRoot){
 		"hidepid mounted": func(f *fakeRoot) { f.mountProc("rw,relatime", "rw,hidepid=invisible") },
 		"rebooted":        func(f *fakeRoot) { f.write(bootIDPath, oldBoot+"\n") },

@@ -42,6 +42,9 @@ type Target struct {
 	// StartTime is field 22 of /proc/<pid>/stat (clock ticks since boot) at
 	// registration; nil when it was not recorded.
 	StartTime *int64
+	// Pod, when set, is the pod the process runs in, and PID its pid in the pod's pid
+	// namespace (pod.go): the prober resolves it and never reads /proc/<PID>.
+	Pod *PodTarget
 }
 
 // Result is the outcome of one probe.
@@ -102,12 +105,12 @@ func (p *ProcProber) Host() HostFacts { return p.Facts }
 // full decision table; in short, Gone needs the same host, a verified boot
 // and a free pid, and an occupied pid is never Gone.
 func (p *ProcProber) Probe(ctx context.Context, t Target) Result {
-	return p.probe(ctx, t, p.verifiedBoot, func() string { return procVisibility(p.Root) })
+	return p.probe(ctx, t, p.verifiedBoot, func() string { return procVisibility(p.Root) }, func() (podIndex, error) { return indexPods(p.Root) })
 }
 
 // probe is Probe with the boot check and the visibility proof supplied by the
 // caller (ProbeAll checks them once for a whole batch).
-func (p *ProcProber) probe(ctx context.Context, t Target, boot func() (string, string), visibility func() string) Result {
+func (p *ProcProber) probe(ctx context.Context, t Target, boot func() (string, string), visibility func() string, pods func() (podIndex, error)) Result {
 	if t.PID <= 0 {
 		return unknown(nil, "pid %d is not a valid process id", t.PID)
 	}
@@ -124,6 +127,9 @@ func (p *ProcProber) probe(ctx context.Context, t Target, boot func() (string, s
 	}
 
 	hostBoot, bootNote := boot()
+	if t.Pod != nil {
+		return probePod(t, hostBoot, bootNote, pods, visibility)
+	}
 
 	observed, state, err := readStat(p.Root, t.PID)
 	if err != nil {
@@ -157,9 +163,17 @@ func (p *ProcProber) probeAll(ctx context.Context, targets []Target, meanwhile f
 		}
 		return *visible
 	}
+	var pods podIndex // read at the first pod target, once for the batch
+	var podsErr error
+	podIndexOnce := func() (podIndex, error) {
+		if pods == nil && podsErr == nil {
+			pods, podsErr = indexPods(p.Root)
+		}
+		return pods, podsErr
+	}
 	out := make([]Result, len(targets))
 	for i, t := range targets {
-		out[i] = p.probe(ctx, t, func() (string, string) { return bootID, bootNote }, visibility)
+		out[i] = p.probe(ctx, t, func() (string, string) { return bootID, bootNote }, visibility, podIndexOnce)
 	}
 	if meanwhile != nil {
 		meanwhile()

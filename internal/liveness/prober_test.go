@@ -28,40 +28,40 @@ func TestProcProberProbe(t *testing.T) {
 		wantObs    *int64
 		wantDetail string
 	}{
-		{name: "alive", target: Target{testHost, testBoot, 100, ptr(5000)}, want: Alive, wantObs: ptr(5000)},
-		{name: "alive, command with space", target: Target{testHost, testBoot, 101, ptr(6000)}, want: Alive, wantObs: ptr(6000)},
-		{name: "alive, command with parens", target: Target{testHost, testBoot, 103, ptr(8000)}, want: Alive, wantObs: ptr(8000)},
-		{name: "zombie counts as alive", target: Target{testHost, testBoot, 102, ptr(7000)}, want: Alive, wantObs: ptr(7000), wantDetail: "zombie"},
-		{name: "reused", target: Target{testHost, testBoot, 100, ptr(4999)}, want: Reused, wantObs: ptr(5000), wantDetail: "expected start time 4999"},
-		{name: "zombie with other start time is reused", target: Target{testHost, testBoot, 102, ptr(1)}, want: Reused, wantObs: ptr(7000)},
-		{name: "reused, command with parens", target: Target{testHost, testBoot, 103, ptr(1)}, want: Reused, wantObs: ptr(8000)},
-		{name: "gone", target: Target{testHost, testBoot, 200, ptr(5000)}, want: Gone, wantDetail: "not found"},
-		{name: "gone without recorded start time", target: Target{testHost, testBoot, 200, nil}, want: Gone},
-		{name: "gone, pid from an earlier boot", target: Target{testHost, oldBoot, 200, ptr(5000)}, want: Gone, wantDetail: oldBoot},
+		{name: "alive", target: Target{testHost, testBoot, 100, ptr(5000), nil}, want: Alive, wantObs: ptr(5000)},
+		{name: "alive, command with space", target: Target{testHost, testBoot, 101, ptr(6000), nil}, want: Alive, wantObs: ptr(6000)},
+		{name: "alive, command with parens", target: Target{testHost, testBoot, 103, ptr(8000), nil}, want: Alive, wantObs: ptr(8000)},
+		{name: "zombie counts as alive", target: Target{testHost, testBoot, 102, ptr(7000), nil}, want: Alive, wantObs: ptr(7000), wantDetail: "zombie"},
+		{name: "reused", target: Target{testHost, testBoot, 100, ptr(4999), nil}, want: Reused, wantObs: ptr(5000), wantDetail: "expected start time 4999"},
+		{name: "zombie with other start time is reused", target: Target{testHost, testBoot, 102, ptr(1), nil}, want: Reused, wantObs: ptr(7000)},
+		{name: "reused, command with parens", target: Target{testHost, testBoot, 103, ptr(1), nil}, want: Reused, wantObs: ptr(8000)},
+		{name: "gone", target: Target{testHost, testBoot, 200, ptr(5000), nil}, want: Gone, wantDetail: "not found"},
+		{name: "gone without recorded start time", target: Target{testHost, testBoot, 200, nil, nil}, want: Gone},
+		{name: "gone, pid from an earlier boot", target: Target{testHost, oldBoot, 200, ptr(5000), nil}, want: Gone, wantDetail: oldBoot},
 
-		{name: "pid zero", target: Target{testHost, testBoot, 0, ptr(1)}, want: Unknown},
-		{name: "negative pid", target: Target{testHost, testBoot, -100, ptr(5000)}, want: Unknown},
-		{name: "wrong host, occupied", target: Target{otherHost, testBoot, 100, ptr(5000)}, want: Unknown, wantDetail: "wrong host"},
-		{name: "wrong host, free", target: Target{otherHost, testBoot, 200, ptr(5000)}, want: Unknown, wantDetail: "wrong host"},
-		{name: "target host empty", target: Target{"", testBoot, 200, ptr(5000)}, want: Unknown},
-		{name: "prober host empty", facts: HostFacts{BootID: testBoot}, target: Target{"", testBoot, 200, ptr(5000)}, want: Unknown},
-		{name: "expected start time unknown, occupied", target: Target{testHost, testBoot, 100, nil}, want: Unknown, wantObs: ptr(5000)},
-		{name: "unparsable stat", target: Target{testHost, testBoot, 104, ptr(1)}, want: Unknown},
-		{name: "unreadable stat", target: Target{testHost, testBoot, 105, ptr(1)}, want: Unknown},
+		{name: "pid zero", target: Target{testHost, testBoot, 0, ptr(1), nil}, want: Unknown},
+		{name: "negative pid", target: Target{testHost, testBoot, -100, ptr(5000), nil}, want: Unknown},
+		{name: "wrong host, occupied", target: Target{otherHost, testBoot, 100, ptr(5000), nil}, want: Unknown, wantDetail: "wrong host"},
+		{name: "wrong host, free", target: Target{otherHost, testBoot, 200, ptr(5000), nil}, want: Unknown, wantDetail: "wrong host"},
+		{name: "target host empty", target: Target{"", testBoot, 200, ptr(5000), nil}, want: Unknown},
+		{name: "prober host empty", facts: HostFacts{BootID: testBoot}, target: Target{"", testBoot, 200, ptr(5000), nil}, want: Unknown},
+		{name: "expected start time unknown, occupied", target: Target{testHost, testBoot, 100, nil, nil}, want: Unknown, wantObs: ptr(5000)},
+		{name: "unparsable stat", target: Target{testHost, testBoot, 104, ptr(1), nil}, want: Unknown},
+		{name: "unreadable stat", target: Target{testHost, testBoot, 105, ptr(1), nil}, want: Unknown},
 
 		// A live pid is an absolute block, whatever the boot says.
-		{name: "earlier boot, occupied", target: Target{testHost, oldBoot, 100, ptr(5000)}, want: Reused, wantObs: ptr(5000), wantDetail: "not the current boot"},
-		{name: "earlier boot, occupied, no start time", target: Target{testHost, oldBoot, 100, nil}, want: Reused, wantObs: ptr(5000)},
-		{name: "earlier boot, zombie", target: Target{testHost, oldBoot, 102, ptr(7000)}, want: Reused, wantObs: ptr(7000)},
-		{name: "target boot empty, occupied, same start", target: Target{testHost, "", 100, ptr(5000)}, want: Unknown, wantObs: ptr(5000)},
-		{name: "target boot empty, occupied, other start", target: Target{testHost, "", 100, ptr(1)}, want: Reused, wantObs: ptr(5000)},
-		{name: "target boot empty, occupied, no start", target: Target{testHost, "", 100, nil}, want: Unknown, wantObs: ptr(5000)},
-		{name: "target boot empty, free", target: Target{testHost, "", 200, ptr(5000)}, want: Unknown},
-		{name: "prober boot empty, free", facts: HostFacts{HostID: testHost}, target: Target{testHost, testBoot, 200, ptr(5000)}, want: Unknown},
-		{name: "prober boot empty, occupied, same start", facts: HostFacts{HostID: testHost}, target: Target{testHost, testBoot, 100, ptr(5000)}, want: Unknown, wantObs: ptr(5000)},
-		{name: "prober boot empty, occupied, other start", facts: HostFacts{HostID: testHost}, target: Target{testHost, testBoot, 100, ptr(1)}, want: Reused, wantObs: ptr(5000)},
-		{name: "prober boot stale, free", facts: HostFacts{HostID: testHost, BootID: oldBoot}, target: Target{testHost, oldBoot, 200, ptr(5000)}, want: Unknown, wantDetail: "differs"},
-		{name: "prober boot stale, occupied, same start", facts: HostFacts{HostID: testHost, BootID: oldBoot}, target: Target{testHost, oldBoot, 100, ptr(5000)}, want: Unknown, wantObs: ptr(5000)},
+		{name: "earlier boot, occupied", target: Target{testHost, oldBoot, 100, ptr(5000), nil}, want: Reused, wantObs: ptr(5000), wantDetail: "not the current boot"},
+		{name: "earlier boot, occupied, no start time", target: Target{testHost, oldBoot, 100, nil, nil}, want: Reused, wantObs: ptr(5000)},
+		{name: "earlier boot, zombie", target: Target{testHost, oldBoot, 102, ptr(7000), nil}, want: Reused, wantObs: ptr(7000)},
+		{name: "target boot empty, occupied, same start", target: Target{testHost, "", 100, ptr(5000), nil}, want: Unknown, wantObs: ptr(5000)},
+		{name: "target boot empty, occupied, other start", target: Target{testHost, "", 100, ptr(1), nil}, want: Reused, wantObs: ptr(5000)},
+		{name: "target boot empty, occupied, no start", target: Target{testHost, "", 100, nil, nil}, want: Unknown, wantObs: ptr(5000)},
+		{name: "target boot empty, free", target: Target{testHost, "", 200, ptr(5000), nil}, want: Unknown},
+		{name: "prober boot empty, free", facts: HostFacts{HostID: testHost}, target: Target{testHost, testBoot, 200, ptr(5000), nil}, want: Unknown},
+		{name: "prober boot empty, occupied, same start", facts: HostFacts{HostID: testHost}, target: Target{testHost, testBoot, 100, ptr(5000), nil}, want: Unknown, wantObs: ptr(5000)},
+		{name: "prober boot empty, occupied, other start", facts: HostFacts{HostID: testHost}, target: Target{testHost, testBoot, 100, ptr(1), nil}, want: Reused, wantObs: ptr(5000)},
+		{name: "prober boot stale, free", facts: HostFacts{HostID: testHost, BootID: oldBoot}, target: Target{testHost, oldBoot, 200, ptr(5000), nil}, want: Unknown, wantDetail: "differs"},
+		{name: "prober boot stale, occupied, same start", facts: HostFacts{HostID: testHost, BootID: oldBoot}, target: Target{testHost, oldBoot, 100, ptr(5000), nil}, want: Unknown, wantObs: ptr(5000)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,7 +93,7 @@ func TestProbeUnverifiableProcIsNeverGone(t *testing.T) {
 	f := newFakeRoot(t, testHost, "")
 	f.mkdir("proc")
 	p := &ProcProber{Root: f.root, Facts: HostFacts{HostID: testHost, BootID: testBoot}}
-	got := p.Probe(context.Background(), Target{testHost, testBoot, 200, ptr(5000)})
+	got := p.Probe(context.Background(), Target{testHost, testBoot, 200, ptr(5000), nil})
 	if got.State != Unknown {
 		t.Fatalf("State = %s (%s), want unknown", got.State, got.Detail)
 	}
@@ -110,7 +110,7 @@ func TestProbePermissionDenied(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &ProcProber{Root: f.root, Facts: HostFacts{HostID: testHost, BootID: testBoot}}
-	got := p.Probe(context.Background(), Target{testHost, testBoot, 100, ptr(5000)})
+	got := p.Probe(context.Background(), Target{testHost, testBoot, 100, ptr(5000), nil})
 	if got.State != Unknown {
 		t.Fatalf("State = %s (%s), want unknown", got.State, got.Detail)
 	}
@@ -121,7 +121,7 @@ func TestProbeCanceledContext(t *testing.T) {
 	p := &ProcProber{Root: f.root, Facts: HostFacts{HostID: testHost, BootID: testBoot}}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	got := p.Probe(ctx, Target{testHost, testBoot, 200, ptr(5000)})
+	got := p.Probe(ctx, Target{testHost, testBoot, 200, ptr(5000), nil})
 	if got.State != Unknown {
 		t.Fatalf("State = %s (%s), want unknown", got.State, got.Detail)
 	}
@@ -199,7 +199,7 @@ func TestProbeConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < 50; j++ {
-				if r := p.Probe(context.Background(), Target{testHost, testBoot, 100, ptr(5000)}); r.State != Alive {
+				if r := p.Probe(context.Background(), Target{testHost, testBoot, 100, ptr(5000), nil}); r.State != Alive {
 					t.Errorf("State = %s (%s)", r.State, r.Detail)
 					return
 				}

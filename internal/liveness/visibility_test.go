@@ -101,7 +101,7 @@ func TestProcVisibility(t *testing.T) {
 
 			// The prober's answer for a free pid follows the same verdict.
 			p := &ProcProber{Root: f.root, Facts: HostFacts{HostID: testHost, BootID: testBoot}}
-			r := p.Probe(context.Background(), Target{testHost, testBoot, foreignPID, ptr(5000)})
+			r := p.Probe(context.Background(), Target{testHost, testBoot, foreignPID, ptr(5000), nil})
 			want := Gone
 			if tc.wantDetail != "" {
 				want = Unknown
@@ -177,11 +177,11 @@ func TestHiddenProcessesAreNeverGone(t *testing.T) {
 					}
 				}
 			}
-			r := p.Probe(context.Background(), Target{testHost, testBoot, foreignPID, ptr(5000)})
+			r := p.Probe(context.Background(), Target{testHost, testBoot, foreignPID, ptr(5000), nil})
 			if !strings.Contains(r.Detail, "visibility is not proven") {
 				t.Errorf("detail %q does not say why", r.Detail)
 			}
-			if r := p.Probe(context.Background(), Target{testHost, testBoot, ownPID, ptr(ownStart)}); r.State != Alive {
+			if r := p.Probe(context.Background(), Target{testHost, testBoot, ownPID, ptr(ownStart), nil}); r.State != Alive {
 				t.Errorf("own process: %s (%s), want alive", r.State, r.Detail)
 			}
 		})

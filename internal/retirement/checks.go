@@ -348,7 +348,7 @@ func checkNoSharedIdentity(rc *rowContext) (string, string, bool) {
 	if k, ok := procKeyOf(r); ok {
 		if names := p.others(p.procIdx[k], rc); names != "" {
 			rc.note(EvidenceConflictingWorkers, names)
-			return ReasonConflictingIdentity, "process identity (host, boot, pid) is shared with possibly live registration(s) " + names, true
+			return ReasonConflictingIdentity, "process identity (host, boot, pod, pid) is shared with possibly live registration(s) " + names, true
 		}
 	}
 	if r.SessionID != "" {

@@ -28,10 +28,12 @@ import (
 // candidateDetail is the detail text of every eligible row.
 const candidateDetail = "every eligibility check passed: the registration is a stale orphan whose process is provably gone"
 
-// procKey is a process identity: which machine, which boot, which pid.
+// procKey is a process identity: which machine, which boot, which pid, and, for a pod's
+// process, which pod (its pid is a number of the pod's own pid namespace, so two pods'
+// workers may well share it).
 type procKey struct {
-	host, boot string
-	pid        int64
+	host, boot, pod string
+	pid             int64
 }
 
 // cidKey is a (clientInstanceID, workerNamespace) pair.
@@ -103,7 +105,7 @@ func procKeyOf(r *Row) (procKey, bool) {
 	if blank(r.HostID) || r.PID <= 0 {
 		return procKey{}, false
 	}
-	return procKey{r.HostID, r.BootID, r.PID}, true
+	return procKey{r.HostID, r.BootID, r.PodUID, r.PID}, true
 }
 
 // BuildPlan assesses every row of in and returns the read-only plan.

@@ -170,6 +170,13 @@ func TestPreserveReasonPerCode(t *testing.T) {
 			in.Rows = append(in.Rows, o)
 			in.Probes["other"] = Probe{State: fleet.PIDAlive}
 		}},
+		{"a pod's process identity shared with an alive row of the same pod", ReasonConflictingIdentity, func(in *Input, r *Row) {
+			r.PodUID = "6f1c2a52-3b7d-4e2a-9a4f-0c1d2e3f4a5b"
+			o := eligibleRow("other", r.PID)
+			o.PodUID, o.StartTime = r.PodUID, r.StartTime
+			in.Rows = append(in.Rows, o)
+			in.Probes["other"] = Probe{State: fleet.PIDAlive}
+		}},
 		{"duplicate worker identity", ReasonConflictingIdentity, func(in *Input, r *Row) {
 			o := eligibleRow("target", 300)
 			o.Namespace = "elsewhere"
@@ -191,6 +198,20 @@ func TestPreserveReasonPerCode(t *testing.T) {
 	}
 
 	covered := map[string]bool{}
+	// Two pods' workers may share a namespace pid: another pod's alive worker with this
+	// row's host, boot and pid is no conflict.
+	t.Run("another pod's alive worker with the same namespace pid", func(t *testing.T) {
+		in := baseInput()
+		r := &in.Rows[1]
+		r.PodUID = "6f1c2a52-3b7d-4e2a-9a4f-0c1d2e3f4a5b"
+		o := eligibleRow("other", r.PID)
+		o.PodUID, o.StartTime = "0a0b0c0d-1111-2222-3333-444455556666", r.StartTime
+		in.Rows = append(in.Rows, o)
+		in.Probes["other"] = Probe{State: fleet.PIDAlive}
+		if got, _ := findAssessment(BuildPlan(in), "target"); got.ReasonCode != ReasonEligibleStaleOrphan {
+			t.Fatalf("target reason = %q (%s), want eligible", got.ReasonCode, got.Detail)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := baseInput()

@@ -140,8 +140,11 @@ type Row struct {
 	HostID string
 	// BootID is the boot id of that machine when the process started.
 	BootID string
-	// PID is the worker's process id.
+	// PID is the worker's process id: the host's, or, with PodUID, the pod's own.
 	PID int64
+	// PodUID is the UID of the pod the worker runs in, when it runs in one; PID is then a
+	// pid of the pod's own namespace.
+	PodUID string
 	// StartTime is the process start time (field 22 of /proc/<pid>/stat).
 	StartTime *int64
 	// GenerationID identifies the worker generation.

@@ -86,6 +86,25 @@ var _ = Describe("WorkerRegistration validation", func() {
 		}
 	})
 
+	It("takes a pod's process with its pod named in full, and refuses an incomplete pod", func() {
+		wr := newRegistration()
+		wr.Spec.Process.Pod = &fleetv1alpha1.PodProcess{Namespace: "team-a", Name: "agent-0", UID: "6f1c2a52-3b7d-4e2a-9a4f-0c1d2e3f4a5b", NodeName: "node1", Container: "agent"}
+		Expect(k8sClient.Create(ctx, wr)).To(Succeed())
+		for field, mutate := range map[string]func(*fleetv1alpha1.PodProcess){
+			"spec.process.pod.uid":      func(p *fleetv1alpha1.PodProcess) { p.UID = "" },
+			"spec.process.pod.nodeName": func(p *fleetv1alpha1.PodProcess) { p.NodeName = "" },
+			"spec.process.pod.name":     func(p *fleetv1alpha1.PodProcess) { p.Name = "" },
+		} {
+			wr := newRegistration()
+			wr.Spec.Process.Pod = &fleetv1alpha1.PodProcess{Namespace: "team-a", Name: "agent-0", UID: "6f1c2a52-3b7d-4e2a-9a4f-0c1d2e3f4a5b", NodeName: "node1"}
+			mutate(wr.Spec.Process.Pod)
+			expectInvalid(k8sClient.Create(ctx, wr), field)
+		}
+		wr = newRegistration()
+		wr.Spec.Process.Pod = &fleetv1alpha1.PodProcess{Namespace: "team-a", Name: "agent-0", UID: "pod/../x", NodeName: "node1"}
+		expectInvalid(k8sClient.Create(ctx, wr), "spec.process.pod.uid")
+	})
+
 	It("refuses a heartbeat TTL that is not positive", func() {
 		wr := newRegistration()
 		wr.Spec.HeartbeatTTLSeconds = 0
@@ -530,6 +549,11 @@ var _ = Describe("kubectl", func() {
 		text := readAll(out)
 		Expect(text).To(ContainSubstring("startTime"))
 		Expect(text).To(ContainSubstring("boot_id"))
+		out, errOut, err = kubectl.Run("explain", "workerregistration.spec.process.pod")
+		Expect(err).NotTo(HaveOccurred(), readAll(errOut))
+		text = readAll(out)
+		Expect(text).To(ContainSubstring("pid namespace of its own"), "kubectl explain tells what a pod's process is")
+		Expect(text).To(ContainSubstring("nodeName"))
 
 		out, errOut, err = kubectl.Run("explain", "taskclaim.status.result.outcome")
 		Expect(err).NotTo(HaveOccurred(), readAll(errOut))
