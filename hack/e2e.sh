@@ -71,6 +71,7 @@ main() {
   eval "$(hack/cluster.sh env)"
   export KUBECONFIG
   DEMO_ENV=$(hack/demo.sh up | tail -n1)
+  export FLEET_E2E_GITEA_TOKEN_FILE=$DEMO_DIR/admin-token
   stage install
   log "running test/e2e"
   stage go test -tags e2e -count=1 -timeout 40m ./test/e2e/ "$@"

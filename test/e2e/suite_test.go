@@ -50,6 +50,7 @@ var _ = BeforeSuite(func() {
 	var err error
 	cfg, err = clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 	Expect(err).NotTo(HaveOccurred())
+	cfg.QPS, cfg.Burst = 200, 400 // seeding a thousand rows, not client-side throttling
 	cs, err = kubernetes.NewForConfig(cfg)
 	Expect(err).NotTo(HaveOccurred())
 	scheme := runtime.NewScheme()

@@ -28,6 +28,11 @@ const workerImage = "docker.io/library/fleet-e2e-worker:dev"
 // workerPod is a worker as config/samples/worker_pod.yaml runs one, pinned to node:
 // kubectl fleet run registers /idle as the pod's process, and heartbeats every second.
 func workerPod(ns, name, node string) *corev1.Pod {
+	return workerPodAs(ns, name, node, "worker-1")
+}
+
+// workerPodAs is workerPod acting as Gitea login identity.
+func workerPodAs(ns, name, node, identity string) *corev1.Pod {
 	env := []corev1.EnvVar{
 		{Name: "FLEET_POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 		{Name: "FLEET_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
@@ -47,14 +52,19 @@ func workerPod(ns, name, node string) *corev1.Pod {
 				Name:            "agent",
 				Image:           workerImage,
 				ImagePullPolicy: corev1.PullNever,
-				Args:            []string{"run", "--name=" + name, "--service-account=false", "--isolate=false", "--identity=worker-1", "--repository=fleet/demo", "--ttl=3s", "--every=1s", "--", "/idle"},
+				Args:            []string{"run", "--name=" + name, "--service-account=false", "--isolate=false", "--identity=" + identity, "--repository=fleet/demo", "--ttl=3s", "--every=1s", "--", "/idle"},
 				Env:             env,
 				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-				VolumeMounts: []corev1.VolumeMount{{Name: "machine-id", MountPath: "/etc/machine-id", ReadOnly: true}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "machine-id", MountPath: "/etc/machine-id", ReadOnly: true},
+					{Name: "gateway-token", MountPath: "/var/run/fleet/gateway", ReadOnly: true}},
 			}},
 			Volumes: []corev1.Volume{
 				{Name: "machine-id", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/etc/machine-id", Type: ptr.To(corev1.HostPathFile)}}},
+				// The worker's token for the gateway: projected, bound to this pod, audience
+				// fleet-gateway, renewed by the kubelet.
+				{Name: "gateway-token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{
+					ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: fleetv1alpha1.GatewayAudience, ExpirationSeconds: ptr.To[int64](3600), Path: "token"}}}}}},
 			},
 		},
 	}
