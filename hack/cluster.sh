@@ -19,7 +19,8 @@
 #   CLUSTER_IMAGES  image archives imported into each node when it starts
 #
 # Host packages (Debian): containerd runc containernetworking-plugins nftables iptables
-# conntrack openssl; `hack/cluster.sh up` installs the missing ones with apt-get.
+# conntrack openssl curl iproute2 util-linux; `hack/cluster.sh up` installs the missing ones
+# with apt-get.
 #
 # How one machine holds several nodes, and what the host keeps:
 # - Network: one bridge (fleetbr0, 10.244.0.1/16) for every pod of every node. The API
@@ -65,7 +66,7 @@ kctl() { kubectl --kubeconfig "$(admin_kubeconfig)" "$@"; }
 
 need_packages() {
   local missing=() p
-  for p in containerd:containerd runc:runc ctr:containerd nft:nftables iptables:iptables conntrack:conntrack openssl:openssl; do
+  for p in containerd:containerd runc:runc ctr:containerd nft:nftables iptables:iptables conntrack:conntrack openssl:openssl curl:curl ip:iproute2 unshare:util-linux; do
     command -v "${p%%:*}" >/dev/null 2>&1 || missing+=("${p#*:}")
   done
   [[ -x $CNI_BIN/bridge ]] || missing+=(containernetworking-plugins)
