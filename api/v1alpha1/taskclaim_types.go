@@ -227,6 +227,13 @@ type TaskClaimStatus struct {
 	// validation is the pinned state the worker copies into spec.pin.
 	// +optional
 	Validation *ClaimValidation `json:"validation,omitempty"`
+	// identityKey is the Gitea identity the validation bound (validation.identity),
+	// case-folded as Gitea compares logins. It is a field selector: the one-claim-per-worker
+	// check finds every claim of an identity with it, and so can you
+	// (kubectl get taskclaims -A --field-selector status.identityKey=NAME).
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	IdentityKey string `json:"identityKey,omitempty"`
 	// result is the typed result of the last decision.
 	// +optional
 	Result *ClaimResult `json:"result,omitempty"`
@@ -249,6 +256,9 @@ type TaskClaimStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=tclaim;tc,categories=fleet
+// +kubebuilder:selectablefield:JSONPath=`.spec.worker`
+// +kubebuilder:selectablefield:JSONPath=`.status.phase`
+// +kubebuilder:selectablefield:JSONPath=`.status.identityKey`
 // +kubebuilder:printcolumn:name="Worker",type=string,JSONPath=`.spec.worker`
 // +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.target.kind`
 // +kubebuilder:printcolumn:name="Number",type=integer,JSONPath=`.spec.target.number`

@@ -165,7 +165,7 @@ proctype Rec(byte c) {
 top:
 	/* Reconcile reads the claim from the API server and claim.NextStep says what to do.
 	 * Validation (C1, C2), CheckActive (C11), the start of end (E1) and the claim's first
-	 * step (C3, C4) read everything they decide on and then write once; each is one step. */
+	 * steps (C3 to C6) read everything they decide on and then write; each is one step. */
 	atomic {
 		odirty[c] = false; bodyread[c] = false; bodymoved[c] = false;
 		if
@@ -195,19 +195,21 @@ top:
 			fi
 		:: exists[c] && !deleting[c] && phase[c] == P_VAL && !released[c] ->
 			UNPROVE(c); capread[c] = false; capmoved[c] = false;
-			/* C3: claim.DecideClaim revalidates and checks the pinned generation,
-			 * unless this claim already holds the Lease (an attempt cut short) */
+			/* C3, the Lease half (claim.PrecheckClaim): the Lease is read first and a claim
+			 * it shows lost is refused at once, unless this claim already holds it (an
+			 * attempt cut short: AlreadyHeld, only a Get). The rest of C3, the re-read of
+			 * the target, runs alongside C4 and C5 and is decided after them (below). */
 			if
-			:: FOREIGN_REC(c, t) || FOREIGN_LEASE(c, t) -> goto reject
-			:: !FOREIGN_REC(c, t) && !FOREIGN_LEASE(c, t) && lexists[t] && lholder[t] == c+1 -> skip   /* AlreadyHeld: only a Get */
-			:: !FOREIGN_REC(c, t) && !FOREIGN_LEASE(c, t) && !(lexists[t] && lholder[t] == c+1) && !AT_PIN(c, t) ->
+			:: FOREIGN_LEASE(c, t) -> goto reject
+			:: !FOREIGN_LEASE(c, t) && lexists[t] && lholder[t] == c+1 -> skip
+			:: !FOREIGN_LEASE(c, t) && !(lexists[t] && lholder[t] == c+1) && !AT_PIN(c, t) ->
 				goto reject                  /* claim_generation_advanced */
-			:: !FOREIGN_REC(c, t) && !FOREIGN_LEASE(c, t) && !(lexists[t] && lholder[t] == c+1) && AT_PIN(c, t) ->
+			:: !FOREIGN_LEASE(c, t) && !(lexists[t] && lholder[t] == c+1) && AT_PIN(c, t) ->
 				/* (the workflow fence is bumped here: apply.pml) */
-				/* C4: the Lease compare-and-swap at the pinned generation: Create when
-				 * the pin saw no Lease, an Update carrying the pinned resourceVersion
-				 * otherwise; the Lease is owned by the claim while held. (Merged with
-				 * the read it decides on, like every guarded write here.) */
+				/* C4: the Lease compare-and-swap at the pinned generation (claim.LockPlan):
+				 * Create when the pin saw no Lease, an Update carrying the pinned
+				 * resourceVersion otherwise; the Lease is owned by the claim while held.
+				 * (Merged with the read it decides on, like every guarded write here.) */
 				NOT_LOSER(c); lexists[t] = true; lholder[t] = c+1; lowner[t] = c+1; llapsed[t] = false; LEASE_MOVED(t)
 			fi;
 c5:
@@ -223,12 +225,19 @@ c5:
 			:: !fin[c] && !OBJ_OK(c) -> RELEASE(c, t); goto top
 			fi;
 			CRASHPT;
-			/* C6: Publish reads the issue: another claim's record in force refuses; so
-			 * does this claim's own record no longer in force (never revived). */
+			/* C3, the rest (claim.DecideClaim on the re-read of the target, which ran
+			 * alongside C4 and C5; its content_version guards C7, so it merges into C6):
+			 * a record of another claim in force refuses, and so may what the model does
+			 * not track (a stale target, the worker, another claim of the worker). A claim
+			 * refused here holds the Lease and the finalizer, and finishes at "final".
+			 * C6: Publish takes the issue as that read saw it: this claim's own record no
+			 * longer in force is never revived. */
 			if
 			:: rclaim[t] == c+1 && !(rstate[t] == R_ACT && !expired[c]) -> goto reject
 			:: FOREIGN_REC(c, t) -> goto reject          /* claim_record_not_ours */
-			:: else -> bodyread[c] = true; bodymoved[c] = false    /* the content_version it read */
+			:: true -> goto reject                       /* refused on the re-read */
+			:: !(rclaim[t] == c+1 && !(rstate[t] == R_ACT && !expired[c])) && !FOREIGN_REC(c, t) ->
+				bodyread[c] = true; bodymoved[c] = false    /* the content_version it read */
 			fi
 		fi
 	}

@@ -268,9 +268,4 @@ func TestSecondClaimRefused(t *testing.T) {
 	if r.Outcome != OutcomeNotAcquired {
 		t.Fatalf("claim: %+v", r)
 	}
-	r = HoldsOtherClaim(fxPR())
-	check(t, r)
-	if r.Target != fxPR() || r.Outcome != OutcomeNotAcquired {
-		t.Fatalf("HoldsOtherClaim: %+v", r)
-	}
 }

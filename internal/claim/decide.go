@@ -131,6 +131,17 @@ func PrecheckClaim(in ClaimInput) (Result, bool) {
 	return Result{}, false
 }
 
+// LockPlan is the compare-and-swap a claim that PrecheckClaim let through makes on the
+// Lease it read: the generation it must carry ("" creates the Lease), or no swap at all
+// when the Lease is already this claim's. It reads what PrecheckClaim reads, and gives
+// what DecideClaim's Acquisition gives for the same Lease, so the swap may be made while
+// the target is still being re-read; DecideClaim decides the claim afterwards, on that
+// re-read and this same Lease read, and a claim it refuses gives the Lease back.
+func LockPlan(in ClaimInput) Acquisition {
+	expected, held, _ := clauseCompareAndSwap(in)
+	return Acquisition{ExpectedGeneration: expected, AlreadyHeld: held}
+}
+
 // loss is clause (e): the single way a claim refusal is built. Class,
 // blocker and message come from the rule; the only target is the requested
 // one; contention is flagged normal; fresh inspection is required and retry

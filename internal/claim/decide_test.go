@@ -311,6 +311,42 @@ func TestRuleSetUnpublishedIsAFinalPolicyRefusal(t *testing.T) {
 	}
 }
 
+// LockPlan, made from the Lease alone, is the swap DecideClaim's Acquisition asks for on
+// the same Lease whenever the full decision lets the claim through.
+func TestLockPlanIsDecideClaimsSwap(t *testing.T) {
+	_, _, base := claimBase(t)
+	tests := []struct {
+		name     string
+		mut      func(*ClaimInput)
+		expected string
+		held     bool
+	}{
+		{"pinned generation", func(*ClaimInput) {}, base.Validated.ClaimGeneration, false},
+		{"already held by this claim", func(in *ClaimInput) { in.Fresh.LeaseGeneration, in.Fresh.LeaseHolder = "201", in.ClaimID }, "201", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := base
+			tt.mut(&in)
+			if _, lost := PrecheckClaim(in); lost {
+				t.Fatal("the precheck refuses the fixture")
+			}
+			plan := LockPlan(in)
+			if plan.ExpectedGeneration != tt.expected || plan.AlreadyHeld != tt.held {
+				t.Fatalf("LockPlan = %+v, want generation %q held %t", plan, tt.expected, tt.held)
+			}
+			acq, res := DecideClaim(in)
+			if res.Refused() {
+				t.Fatalf("DecideClaim refused %+v", res)
+			}
+			if acq.ExpectedGeneration != plan.ExpectedGeneration || acq.AlreadyHeld != plan.AlreadyHeld {
+				t.Fatalf("DecideClaim swaps %q held %t, LockPlan %q held %t", acq.ExpectedGeneration, acq.AlreadyHeld,
+					plan.ExpectedGeneration, plan.AlreadyHeld)
+			}
+		})
+	}
+}
+
 // PrecheckClaim refuses from the Lease alone what DecideClaim would refuse for the same
 // clause, and lets everything else through to DecideClaim.
 func TestPrecheckClaim(t *testing.T) {

@@ -130,3 +130,33 @@ func FuzzValidate(f *testing.F) {
 		}
 	})
 }
+
+// FuzzIdentityKey: two identities the claim rules take for one (sameIdentity) always
+// share an IdentityKey, so selecting claims by the key misses none of them. Seeded with
+// the letters whose case-folding classes have more than two members.
+func FuzzIdentityKey(f *testing.F) {
+	for _, pair := range [][2]string{
+		{"Alice", "alice"}, {"bob", "BOB"}, {" carol ", "Carol"}, {"\u212Aelvin", "kelvin"}, {"\u017Fam", "SAM"},
+		{"\u03A3igma", "\u03C2igma"}, {"\u03C3", "\u03C2"}, {"\u0130", "i"}, {"dave", "eve"}, {"", " "},
+	} {
+		f.Add(pair[0], pair[1])
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		if sameIdentity(a, b) && IdentityKey(a) != IdentityKey(b) {
+			t.Fatalf("sameIdentity(%q, %q) but keys %q and %q", a, b, IdentityKey(a), IdentityKey(b))
+		}
+		if k := IdentityKey(a); IdentityKey(k) != k {
+			t.Fatalf("IdentityKey(%q) = %q is not its own key (%q)", a, k, IdentityKey(k))
+		}
+	})
+}
+
+// TestIdentityKeyReadsAsLowerCase: for the logins Gitea allows the key is the login in
+// lower case.
+func TestIdentityKeyReadsAsLowerCase(t *testing.T) {
+	for in, want := range map[string]string{"Worker-1": "worker-1", " ALICE.b_2 ": "alice.b_2", "bob": "bob"} {
+		if got := IdentityKey(in); got != want {
+			t.Fatalf("IdentityKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

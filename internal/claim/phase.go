@@ -24,6 +24,14 @@ const (
 	PhaseRevoked = "Revoked"
 )
 
+// Phases are all the phases, in the order a claim goes through them.
+var Phases = []string{PhasePending, PhaseValidated, PhaseActive, PhaseRejected, PhaseReleased, PhaseCompleted, PhaseExpired, PhaseRevoked}
+
+// HoldingPhase reports whether a claim in phase p may hold or be acquiring a capability
+// (ClaimRef): only a validated or active claim can (the lock and its finalizer are taken
+// only from Validated).
+func HoldingPhase(p string) bool { return p == PhaseValidated || p == PhaseActive }
+
 // FinalPhase reports whether a claim in phase p is finished: refused or ended. A final
 // claim is never reconciled again; it can hold no lock and no record.
 func FinalPhase(p string) bool {

@@ -44,12 +44,3 @@ func OtherClaims(self ClaimRef, identity string, all []ClaimRef) int {
 	}
 	return n
 }
-
-// HoldsOtherClaim is the final refusal of a claim that found, once its lock was won,
-// another claim of its worker or identity holding or acquiring a capability. It is a
-// policy refusal and names no other task. Claims check this after making themselves
-// visible as acquiring, so of two racing claims of one worker at least one sees the
-// other: at most one proceeds.
-func HoldsOtherClaim(target Target) Result {
-	return loss(ruleWorkerHoldsClaim, target)
-}

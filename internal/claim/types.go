@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Kind is the kind of Gitea item a task targets.
@@ -309,6 +310,20 @@ func norm(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
 
 // sameIdentity compares Gitea identities, which are case-insensitive. Empty
 // identities never match anything.
+// IdentityKey is identity in the form two identities sameIdentity takes for one share:
+// trimmed, and each letter replaced by one fixed member of its simple case-folding class
+// (the one strings.EqualFold matches by), lower case where the class has one. Claims
+// record it so that the claims of one identity can be selected by exact match.
+func IdentityKey(identity string) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return unicode.ToLower(least)
+	}, strings.TrimSpace(identity))
+}
+
 func sameIdentity(a, b string) bool {
 	a, b = strings.TrimSpace(a), strings.TrimSpace(b)
 	return a != "" && strings.EqualFold(a, b)

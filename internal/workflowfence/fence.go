@@ -7,11 +7,13 @@ package workflowfence
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -33,30 +35,26 @@ type Fence struct {
 }
 
 // Bump moves the namespace's fence. A claim calls it before it takes its per-target lock;
-// any successful write moves the fence, so concurrent bumps need no ordering.
+// any successful write moves the fence, so concurrent bumps need no ordering, and one
+// unconditional patch of the renew time is the whole move (the fence is created the first
+// time).
 func (f Fence) Bump(ctx context.Context, namespace string) error {
-	key := client.ObjectKey{Namespace: namespace, Name: Name}
 	for range 5 {
 		now := metav1.NewMicroTime(f.Clock.Now())
-		fence := &coordinationv1.Lease{}
-		err := f.Reader.Get(ctx, key, fence)
-		switch {
-		case apierrors.IsNotFound(err):
+		fence := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: Name}}
+		move, err := json.Marshal(map[string]any{"spec": map[string]any{"renewTime": now}})
+		if err != nil {
+			return fmt.Errorf("moving the workflow fence: %w", err)
+		}
+		err = f.Client.Patch(ctx, fence, client.RawPatch(types.MergePatchType, move))
+		if apierrors.IsNotFound(err) {
 			fence = &coordinationv1.Lease{
 				ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: Name, Labels: map[string]string{Label: "true"}},
 				Spec:       coordinationv1.LeaseSpec{RenewTime: &now},
 			}
 			err = f.Client.Create(ctx, fence)
 			if apierrors.IsAlreadyExists(err) {
-				continue
-			}
-		case err != nil:
-			return fmt.Errorf("reading the workflow fence: %w", err)
-		default:
-			fence.Spec.RenewTime = &now
-			err = f.Client.Update(ctx, fence)
-			if apierrors.IsConflict(err) {
-				return nil // someone else moved it: moved is all that matters
+				continue // created meanwhile: patch it
 			}
 		}
 		if err != nil {

@@ -139,6 +139,9 @@ var _ = Describe("Claims from worker pods", Ordered, func() {
 
 		code, out := claimFromPod(ns, "pc-1", 1)
 		Expect(code).To(BeZero(), out)
+		// The claims of an identity are selectable by its key, in every namespace.
+		Expect(strings.TrimSpace(kubectl("get", "taskclaims", "-A", "--field-selector", "status.identityKey=worker-1,status.phase=Active",
+			"-o", "jsonpath={.items[*].spec.worker}"))).To(Equal("pc-1"))
 		code, body = comment(token, 1, "e2e: written through the gateway under a claim")
 		Expect(code).To(Equal(http.StatusCreated), body)
 		Expect(giteaComments(1)).To(ContainElement("worker-1: e2e: written through the gateway under a claim"))

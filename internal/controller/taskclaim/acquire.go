@@ -2,9 +2,9 @@ package taskclaim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -38,30 +38,55 @@ func lockLabels() map[string]string { return map[string]string{LockLabel: "true"
 func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ctrl.Result, error) {
 	started := r.Clock.Now()
 	target := apiconv.Target(tc.Spec.Target)
-	// The lock first: a claim whose Lease another claim already swapped has lost, and is
-	// refused on that one read instead of after a Gitea read (claim.PrecheckClaim). The
-	// same read is the lock's state for the full decision.
-	lock, err := r.readLock(ctx, tc)
+	// The lock is taken while the rest is re-read (takeLock). A claim that lost it, to a
+	// swap before its own or in its own, is refused without waiting for the Gitea read (the
+	// gather stops early). Once the finalizer shows this claim as acquiring, and still
+	// while Gitea is read, the worker's other claims are listed: of two racing claims of
+	// one worker each looks only after it made itself visible, at a list at least as new
+	// as its own finalizer, so the later sees the earlier and at most one goes on to
+	// publish. The lock's state as read before the swap is the lock's state for the full
+	// decision, which follows on everything the re-read found: a claim it refuses holds
+	// the lock and the finalizer, and gives both back (reject, finish).
+	holder := tc.DeepCopy() // the finalizer is written through this copy while tc is read
+	var (
+		early  *claim.Result
+		lease  *coordinationv1.Lease
+		others int
+	)
+	// The lock's writes run on the reconcile's context, not the gather's: a read of the
+	// gather that fails does not cut them short between the swap and the finalizer.
+	w, err := r.gatherWith(ctx, tc, false, func(gctx context.Context, registered <-chan claim.Worker) (*coordinationv1.Lease, error) {
+		read, taken, lost, err := r.takeLock(ctx, holder, started)
+		if lost != nil {
+			early = lost
+			return nil, errLostEarly
+		}
+		lease = taken
+		if err != nil {
+			return read, err
+		}
+		select {
+		case worker := <-registered:
+			others, err = r.otherClaims(gctx, holder, worker)
+		case <-gctx.Done():
+			err = gctx.Err()
+		}
+		return read, err
+	})
+	if lease != nil {
+		holder.DeepCopyInto(tc) // the finalizer and the resourceVersion it moved
+	}
+	if early != nil {
+		countContention(*early)
+		return ctrl.Result{}, r.reject(ctx, tc, *early)
+	}
 	if err != nil {
-		return ctrl.Result{}, err
-	}
-	pre := claim.ClaimInput{ClaimID: string(tc.UID), Spec: target, PinnedValue: tc.Spec.Pin,
-		Validated: apiconv.Validation(tc), Now: started}
-	if lock != nil {
-		pre.Fresh.LeaseGeneration, pre.Fresh.LeaseHolder, pre.Fresh.LeaseExpiresAt = lockState(lock)
-	}
-	if res, lost := claim.PrecheckClaim(pre); lost {
-		countContention(res)
-		return ctrl.Result{}, r.reject(ctx, tc, res)
-	}
-	w, err := r.gatherWith(ctx, tc, lock)
-	if err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, err // a lock already won is this claim's on the retry
 	}
 	acq, res := claim.DecideClaim(claim.ClaimInput{
 		Worker: w.worker, ClaimID: string(tc.UID), Spec: target, PinnedValue: tc.Spec.Pin,
 		Validated: apiconv.Validation(tc), Fresh: w.state, ControllerRepository: r.Repository,
-		CapabilityVerdict: w.verdict, Now: started, OtherClaims: w.others,
+		CapabilityVerdict: w.verdict, Now: started, OtherClaims: others,
 	})
 	if res.Refused() {
 		countContention(res)
@@ -72,31 +97,6 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 	// read-back, and the "claimed" comment is not posted twice.
 	republished := w.state.ClaimRecord != nil && w.state.ClaimRecord.ClaimID == string(tc.UID) &&
 		w.state.ClaimRecord.State == claim.RecordStateActive
-	// Move the workflow fence first: a retirement apply running now stops before its next
-	// write rather than retire this worker on a stale view of the active claims.
-	// model: apply.pml (the claim moves the workflow fence before its Lease)
-	if err := r.Fence.Bump(ctx, tc.Namespace); err != nil {
-		return ctrl.Result{}, err
-	}
-	lease, lost, err := r.lock(ctx, tc, acq)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if lost {
-		res := claim.ContentionLoss(claim.PredicateLeaseCASConflict, target)
-		countContention(res)
-		return ctrl.Result{}, r.reject(ctx, tc, res)
-	}
-	// The finalizer now shows this claim as acquiring. Look for another claim of the same
-	// worker or identity once more: of two racing claims at least one sees the other
-	// here, so at most one goes on to publish.
-	others, err := r.otherClaims(ctx, tc, w.worker)
-	if err != nil {
-		return ctrl.Result{}, err // retried: the lock is already this claim's
-	}
-	if others > 0 {
-		return ctrl.Result{}, r.reject(ctx, tc, claim.HoldsOtherClaim(target))
-	}
 	// A lock alone is only a reservation: publish the authoritative record, written over
 	// the issue exactly as this claim's own re-read saw it (its content_version guards the
 	// write, so anything that changed the body since loses it for this claim). Gitea's
@@ -125,6 +125,44 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 	}
 	return ctrl.Result{RequeueAfter: claim.RecheckAfter(capability.ExpiresAt, r.Clock.Now(), r.ActiveRecheck)}, nil
 }
+
+// takeLock reads the claim's lock and, unless that read already shows the claim lost
+// (claim.PrecheckClaim), moves the workflow fence and takes the lock by compare-and-swap
+// at the pinned generation (claim.LockPlan), then the finalizer, written through tc. It
+// returns the lock as read before the swap, the lock as taken, and the refusal of a claim
+// that lost: to a swap before its own, or in its own.
+//
+// The fence moves before the lock does: a retirement apply running now stops before its
+// next write rather than retire this worker on a stale view of the active claims. Moving
+// it for a claim the full decision then refuses only makes such an apply stop early.
+// model: apply.pml (the claim moves the workflow fence before its Lease)
+func (r *Reconciler) takeLock(ctx context.Context, tc *fleetv1alpha1.TaskClaim, now time.Time) (
+	read, taken *coordinationv1.Lease, lost *claim.Result, err error) {
+	read, err = r.readLock(ctx, tc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	in := claim.ClaimInput{ClaimID: string(tc.UID), Spec: apiconv.Target(tc.Spec.Target), PinnedValue: tc.Spec.Pin,
+		Validated: apiconv.Validation(tc), Now: now}
+	if read != nil {
+		in.Fresh.LeaseGeneration, in.Fresh.LeaseHolder, in.Fresh.LeaseExpiresAt = lockState(read)
+	}
+	if res, refused := claim.PrecheckClaim(in); refused {
+		return read, nil, &res, nil
+	}
+	if err := r.Fence.Bump(ctx, tc.Namespace); err != nil {
+		return read, nil, nil, err
+	}
+	taken, swapLost, err := r.lock(ctx, tc, claim.LockPlan(in))
+	if swapLost {
+		res := claim.ContentionLoss(claim.PredicateLeaseCASConflict, in.Spec)
+		return read, nil, &res, nil
+	}
+	return read, taken, nil, err
+}
+
+// errLostEarly stops a claim's gather once its Lease read shows another claim won.
+var errLostEarly = errors.New("the claim lost its lock before the re-read finished")
 
 // lock takes the per-target lock by compare-and-swap against the pinned generation, and
 // then the finalizer: from here on the lock (and soon Gitea) holds state for this claim,
@@ -207,26 +245,22 @@ func (r *Reconciler) readBack(ctx context.Context, tc *fleetv1alpha1.TaskClaim, 
 	return claim.Activate(in)
 }
 
-// activate audits and records the won claim. The record is published and proven: that
+// activate records and audits the won claim. The record is published and proven: that
 // is the claim, whatever happens next, so it is audited now, with one "claimed" comment
 // (unless an earlier attempt already published and audited this very record and then
-// failed to write the status). The comment and the status write are independent, so
-// they go out together: the worker does not wait for the comment, and the comment is
-// posted exactly as before, once, whether or not the status write succeeds.
+// failed to write the status). The status write goes first, so the worker sees its
+// capability without waiting for the comment, and the comment is posted exactly once
+// whether or not the status write succeeds.
 func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, c *claim.Capability, res claim.Result, started time.Time, republished bool) error {
-	var audited sync.WaitGroup
-	if !republished {
-		// The audit reads the claim's identity and id; it gets its own copy, as the
-		// status write below changes tc.
-		snapshot := tc.DeepCopy()
-		audited.Go(func() {
-			r.audit(ctx, snapshot, claim.EventClaimed, string(c.Role))
-			claimTransitions.WithLabelValues(string(claim.EventClaimed), "").Inc()
-		})
-	}
+	// The audit reads the claim's identity and id as validated: it gets its own copy, as
+	// the status write changes tc.
+	snapshot := tc.DeepCopy()
 	markActive(tc, c, res)
 	err := r.writeStatus(ctx, tc)
-	audited.Wait()
+	if !republished {
+		r.audit(ctx, snapshot, claim.EventClaimed, string(c.Role))
+		claimTransitions.WithLabelValues(string(claim.EventClaimed), "").Inc()
+	}
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,16 @@
 package taskclaim_test
 
 import (
+	"fmt"
+	"sync"
+
 	"code.gitea.io/sdk/gitea"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
@@ -202,6 +207,75 @@ var _ = Describe("Revocation and limits", func() {
 		Expect(rec.State).To(Equal(claim.RecordStateRevoked))
 		Expect(holderOf(lease(tc.Namespace, t))).To(BeEmpty())
 		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "revoked/failed_validation"}))
+	})
+
+	It("finds a claim held by the identity in another namespace, spelled in another case", func() {
+		first := newWorker(nsMain)
+		held := first.activate(issueTarget(newIssue("held in one namespace")))
+		key := claim.IdentityKey(first.identity)
+		Expect(fetch(held).Status.IdentityKey).To(Equal(key))
+
+		By("the held claim is selected by its identity key in every namespace")
+		list := &fleetv1alpha1.TaskClaimList{}
+		Expect(k8s.List(ctx, list, client.MatchingFields{"status.identityKey": key})).To(Succeed())
+		Expect(list.Items).To(ContainElement(HaveField("UID", held.UID)))
+
+		By("a registration of the same identity in upper case, in another namespace, is refused")
+		second := newWorker(nsDirect, sameIdentityAs(first), upperCaseIdentity())
+		Expect(second.identity).NotTo(Equal(first.identity))
+		tc := second.claim(issueTarget(newIssue("wanted in another namespace")))
+		_, err := reconcileOnce(directReconciler(gc, k8s, clock.RealClock{}), tc)
+		Expect(err).NotTo(HaveOccurred())
+		got := fetch(tc)
+		Expect(got.Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseRejected), describe(got))
+		Expect(got.Status.Result.FailedPredicate).To(Equal("worker_holds_claim"))
+
+		first.release(held)
+		waitPhase(held, fleetv1alpha1.ClaimPhaseReleased)
+	})
+
+	It("lets at most one of two claims of one worker, pinned at the same instant, become active", func() {
+		w := newWorker(nsMain)
+		for round := range 4 {
+			claims := []*fleetv1alpha1.TaskClaim{
+				w.claim(issueTarget(newIssue(fmt.Sprintf("first of a pair, round %d", round)))),
+				w.claim(issueTarget(newIssue(fmt.Sprintf("second of a pair, round %d", round)))),
+			}
+			pins := make([]string, len(claims))
+			for i, tc := range claims {
+				pins[i] = waitPhase(tc, fleetv1alpha1.ClaimPhaseValidated).Status.Validation.Pin
+			}
+			start := make(chan struct{})
+			errs := make([]error, len(claims))
+			var wg sync.WaitGroup
+			for i, tc := range claims {
+				wg.Go(func() {
+					<-start
+					errs[i] = updateSpec(w.c, tc, func(c *fleetv1alpha1.TaskClaim) { c.Spec.Pin = pins[i] })
+				})
+			}
+			close(start)
+			wg.Wait()
+			Expect(errs).To(HaveEach(Not(HaveOccurred())))
+			active := 0
+			for _, tc := range claims {
+				Eventually(func() string { return fetch(tc).Status.Phase }).Should(
+					BeElementOf(fleetv1alpha1.ClaimPhaseActive, fleetv1alpha1.ClaimPhaseRejected), "round %d", round)
+				if got := fetch(tc); got.Status.Phase == fleetv1alpha1.ClaimPhaseActive {
+					active++
+				} else {
+					Expect(got.Status.Result.FailedPredicate).To(Equal("worker_holds_claim"), "round %d: %s", round, describe(got))
+					expectNothingTaken(got)
+				}
+			}
+			Expect(active).To(BeNumerically("<=", 1), "round %d: both claims of one worker became active", round)
+			for _, tc := range claims {
+				if fetch(tc).Status.Phase == fleetv1alpha1.ClaimPhaseActive {
+					w.release(tc)
+					waitPhase(tc, fleetv1alpha1.ClaimPhaseReleased)
+				}
+			}
+		}
 	})
 
 	It("refuses a second claim while the worker holds one, naming no other task", func() {

@@ -21,7 +21,6 @@ func TestContentionPath(t *testing.T) {
 		{"read-back shows another lease holder", claim.ContentionLoss(claim.PredicateLeaseNotHeld, target), ContentionReadBack},
 		{"publication refused as foreign", claim.PublicationRefusal(claim.PublishForeign, target), ContentionReadBack},
 		{"publication unavailable is no contention", claim.PublicationRefusal(claim.PublishUnavailable, target), ""},
-		{"policy refusal is no contention", claim.HoldsOtherClaim(target), ""},
 		{"rule set unpublished is no contention", claim.RuleSetUnpublished(target), ""},
 	} {
 		if got := contentionPath(tc.res); got != tc.want {

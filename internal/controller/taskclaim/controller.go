@@ -89,7 +89,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims,verbs=get;list;watch;update;patch;claim-for-any
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims/finalizers,verbs=update
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile validates, claims, or checks an active capability, as claim.NextStep says.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -146,17 +146,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // validate derives the role and pins the state, or refuses.
 // model: claim.pml step C1 (validate on fresh state)
 func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
-	lock, looked, err := r.ensureLock(ctx, tc)
-	if err != nil {
-		return err
-	}
-	if !looked {
-		if lock, err = r.readLock(ctx, tc); err != nil {
-			return err
+	// The lock as ensureLock reads or creates it is the lock's state for the decision.
+	w, err := r.gatherWith(ctx, tc, true, func(ctx context.Context, _ <-chan claim.Worker) (*coordinationv1.Lease, error) {
+		lock, looked, err := r.ensureLock(ctx, tc)
+		if err != nil || looked {
+			return lock, err
 		}
-	}
-	// The lock as ensureLock just read or created it is the lock's state for the decision.
-	w, err := r.gatherWith(ctx, tc, lock)
+		return r.readLock(ctx, tc)
+	})
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,9 @@ import (
 	"golang.org/x/sync/errgroup"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
@@ -49,13 +52,19 @@ type world struct {
 	others int
 }
 
-// gather reads the worker, the target in Gitea and the per-target lock, all fresh.
+// lockRead reads the claim's per-target lock for one decision (readLock, or ensureLock,
+// or the claim step's takeLock). nil means there is no lock. registered delivers the
+// worker as the same gather read it, for a lockRead that needs it (it is never closed:
+// wait on it together with ctx).
+type lockRead func(ctx context.Context, registered <-chan claim.Worker) (*coordinationv1.Lease, error)
+
+// gather reads what the check of an active capability decides on: the worker, the
+// target in Gitea, the capability verdict and the per-target lock (with readLock), all
+// fresh. The worker's other claims do not matter to it.
 func (r *Reconciler) gather(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (world, error) {
-	lease, err := r.readLock(ctx, tc)
-	if err != nil {
-		return world{}, err
-	}
-	return r.gatherWith(ctx, tc, lease)
+	return r.gatherWith(ctx, tc, false, func(ctx context.Context, _ <-chan claim.Worker) (*coordinationv1.Lease, error) {
+		return r.readLock(ctx, tc)
+	})
 }
 
 // readLock reads the claim's per-target lock straight from the API server (nil when
@@ -72,15 +81,17 @@ func (r *Reconciler) readLock(ctx context.Context, tc *fleetv1alpha1.TaskClaim) 
 	return lease, nil
 }
 
-// gatherWith reads the worker, the target in Gitea, the capability verdict and the
-// worker's other claims, all fresh, and takes lease as the lock's state (a read made in
-// this same reconcile, nil when there is none). The reads are independent of each
-// other, so they run at once: the worker's registration and its other claims (which
-// need the registration's identity), the target in Gitea, and the verdict.
-func (r *Reconciler) gatherWith(ctx context.Context, tc *fleetv1alpha1.TaskClaim, lease *coordinationv1.Lease) (world, error) {
+// gatherWith reads the worker, the target in Gitea, the capability verdict, the lock
+// (with lock) and, when countOthers, the worker's other claims, all fresh. The reads are
+// independent of each other, so they run at once: the worker's registration and its
+// other claims (which need the registration's identity), the target in Gitea, the
+// verdict, and the lock.
+func (r *Reconciler) gatherWith(ctx context.Context, tc *fleetv1alpha1.TaskClaim, countOthers bool, lock lockRead) (world, error) {
 	w := world{worker: claim.Worker{Name: tc.Spec.Worker}}
 	target := apiconv.Target(tc.Spec.Target)
-	var g errgroup.Group
+	// The first read that fails stops the others: the decision needs all of them.
+	g, ctx := errgroup.WithContext(ctx)
+	registered := make(chan claim.Worker, 1)
 	g.Go(func() error {
 		wr := &fleetv1alpha1.WorkerRegistration{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: tc.Spec.Worker}, wr)
@@ -91,6 +102,10 @@ func (r *Reconciler) gatherWith(ctx context.Context, tc *fleetv1alpha1.TaskClaim
 			return fmt.Errorf("reading worker registration %s: %w", tc.Spec.Worker, err)
 		default:
 			w.worker = apiconv.Worker(wr)
+		}
+		registered <- w.worker
+		if !countOthers {
+			return nil
 		}
 		others, err := r.otherClaims(ctx, tc, w.worker)
 		w.others = others
@@ -119,12 +134,16 @@ func (r *Reconciler) gatherWith(ctx context.Context, tc *fleetv1alpha1.TaskClaim
 		w.verdict = v
 		return nil
 	})
+	g.Go(func() error {
+		lease, err := lock(ctx, registered)
+		w.lease = lease
+		return err
+	})
 	if err := g.Wait(); err != nil {
 		return w, err
 	}
-	if lease != nil {
-		w.lease = lease
-		w.state.LeaseGeneration, w.state.LeaseHolder, w.state.LeaseExpiresAt = lockState(lease)
+	if w.lease != nil {
+		w.state.LeaseGeneration, w.state.LeaseHolder, w.state.LeaseExpiresAt = lockState(w.lease)
 	}
 	return w, nil
 }
@@ -136,13 +155,71 @@ func (r *Reconciler) targetReads() *freshReads {
 }
 
 // otherClaims counts the claims, other than tc, that its worker or the worker's Gitea
-// identity holds or is acquiring, in every namespace, read straight from the API server.
+// identity holds or is acquiring, in every namespace (claim.OtherClaims decides). Only
+// the claims that could count are listed, by field selector and all at once: those of the
+// same registration, those whose status.identityKey is the identity's key (in every
+// namespace), and validated or active claims that carry no key (recorded before claims
+// had one; they are few and end). The lists are read from the API server no older than
+// tc as the caller last read or wrote it: they show every write made before tc's (so of
+// two claims that each write themselves and then look, the later writer sees the
+// earlier), without waiting for a read as fresh as etcd's latest write, which the API
+// server answers only at its next watch progress notification.
 func (r *Reconciler) otherClaims(ctx context.Context, tc *fleetv1alpha1.TaskClaim, w claim.Worker) (int, error) {
-	list := &fleetv1alpha1.TaskClaimList{}
-	if err := r.APIReader.List(ctx, list); err != nil {
+	// Each list gets options of its own: the client writes into them.
+	selections := [][]client.ListOption{
+		{client.InNamespace(tc.Namespace), client.MatchingFields{fieldWorker: tc.Spec.Worker}, notOlderThan(tc.ResourceVersion)},
+		{client.MatchingFieldsSelector{Selector: unkeyedHolders()}, notOlderThan(tc.ResourceVersion)},
+	}
+	if key := claim.IdentityKey(w.Identity); key != "" {
+		selections = append(selections, []client.ListOption{client.MatchingFields{fieldIdentityKey: key}, notOlderThan(tc.ResourceVersion)})
+	}
+	lists := make([]fleetv1alpha1.TaskClaimList, len(selections))
+	g, ctx := errgroup.WithContext(ctx)
+	for i, opts := range selections {
+		g.Go(func() error { return r.APIReader.List(ctx, &lists[i], opts...) })
+	}
+	if err := g.Wait(); err != nil {
 		return 0, fmt.Errorf("listing task claims: %w", err)
 	}
-	return claim.OtherClaims(apiconv.ClaimRefOf(tc), w.Identity, apiconv.ClaimRefs(list.Items)), nil
+	seen := map[types.UID]bool{}
+	var candidates []fleetv1alpha1.TaskClaim
+	for _, l := range lists {
+		for _, item := range l.Items {
+			if !seen[item.UID] {
+				seen[item.UID] = true
+				candidates = append(candidates, item)
+			}
+		}
+	}
+	return claim.OtherClaims(apiconv.ClaimRefOf(tc), w.Identity, apiconv.ClaimRefs(candidates)), nil
+}
+
+// The TaskClaim fields the API server selects by (the CRD's selectableFields).
+const (
+	fieldWorker      = "spec.worker"
+	fieldPhase       = "status.phase"
+	fieldIdentityKey = "status.identityKey"
+)
+
+// unkeyedHolders selects the claims in a holding phase that carry no identity key.
+func unkeyedHolders() fields.Selector {
+	terms := []fields.Selector{fields.OneTermEqualSelector(fieldIdentityKey, "")}
+	for _, p := range append([]string{""}, claim.Phases...) {
+		if !claim.HoldingPhase(p) {
+			terms = append(terms, fields.OneTermNotEqualSelector(fieldPhase, p))
+		}
+	}
+	return fields.AndSelectors(terms...)
+}
+
+// notOlderThan asks a List for a state no older than resourceVersion ("" asks for the
+// most recent state).
+func notOlderThan(resourceVersion string) client.ListOption {
+	if resourceVersion == "" {
+		return &client.ListOptions{}
+	}
+	return &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: resourceVersion,
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}}
 }
 
 // lockState is what a lock Lease says: its generation, its holder ("" when free), and

@@ -26,6 +26,7 @@ func setCondition(tc *fleetv1alpha1.TaskClaim, typ string, status bool, reason, 
 func markValidated(tc *fleetv1alpha1.TaskClaim, v claim.Validation, res claim.Result, at time.Time) {
 	tc.Status.Phase = claim.PhaseValidated
 	tc.Status.Validation = apiconv.ValidationStatus(v, at)
+	tc.Status.IdentityKey = claim.IdentityKey(v.Identity)
 	tc.Status.Result = apiconv.ResultStatus(res)
 	setCondition(tc, fleetv1alpha1.ValidatedCondition, true, fleetv1alpha1.ReasonAwaitingPin,
 		"Validated as "+string(v.Role)+": copy status.validation.pin into spec.pin to claim")
