@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"sort"
@@ -19,6 +20,23 @@ import (
 )
 
 var _ = Describe("claim, release, complete and token", func() {
+	It("follows the claim through a watch: it returns as soon as the claim is decided, not at the next re-read", func() {
+		ns := newNamespace()
+		w := register(ns, newLogin("watch"), startChild())
+		n := newIssue("watched")
+		// A re-read only every ten minutes: validation and activation are two waits, so a
+		// claim that returns within the deadline below saw both through the watch.
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		start := time.Now()
+		r := fleetPolling(wctx, kubeconfig, ns, workerEnv(w), 10*time.Minute, append(asWorker(ns, w), "claim", "issue", strconv.FormatInt(n, 10))...)
+		Expect(r.code).To(Equal(cli.ExitOK), "%s", r)
+		Expect(time.Since(start)).To(BeNumerically("<", time.Minute), "the claim waited for a re-read")
+		r = fleetPolling(wctx, kubeconfig, ns, workerEnv(w), 10*time.Minute, append(asWorker(ns, w), "--worker", w, "release")...)
+		Expect(r.code).To(Equal(cli.ExitOK), "%s", r)
+		Expect(time.Since(start)).To(BeNumerically("<", time.Minute), "the release waited for a re-read")
+	})
+
 	It("lets one of two racing workers win an issue; the other gets the typed contention refusal and its exit code", func() {
 		ns := newNamespace()
 		a := register(ns, newLogin("a"), startChild())

@@ -67,7 +67,8 @@ type Options struct {
 	Now func() time.Time
 	// ProcRoot is where /proc and /etc are read ("/" normally).
 	ProcRoot string
-	// Poll is the interval of every wait.
+	// Poll is how often a wait re-reads its object when it cannot watch it (a wait
+	// normally follows the object through a watch).
 	Poll time.Duration
 
 	client client.Client
@@ -94,7 +95,7 @@ func (o *Options) Client() (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	c, err := client.New(cfg, client.Options{Scheme: Scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: Scheme})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the API server: %w", err)
 	}

@@ -212,10 +212,16 @@ func fleetCmd(ctx context.Context, ns string, environ map[string]string, args ..
 
 // fleetVia runs `kubectl fleet args...` with the given kubeconfig.
 func fleetVia(ctx context.Context, kubeconfig, ns string, environ map[string]string, args ...string) result {
+	return fleetPolling(ctx, kubeconfig, ns, environ, 100*time.Millisecond, args...)
+}
+
+// fleetPolling runs `kubectl fleet args...` whose waits re-read every poll when they
+// cannot watch.
+func fleetPolling(ctx context.Context, kubeconfig, ns string, environ map[string]string, poll time.Duration, args ...string) result {
 	var out, errOut bytes.Buffer
 	o := cli.NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	o.Getenv = func(k string) string { return environ[k] }
-	o.Poll = 100 * time.Millisecond
+	o.Poll = poll
 	code := cli.Execute(ctx, o, append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...))
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
 }
