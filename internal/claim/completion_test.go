@@ -209,6 +209,22 @@ func TestPushersAndUnattributedPushes(t *testing.T) {
 
 // TestOtherClaims: a worker holds at most one claim, counted by registration and by
 // identity, over active claims and claims past their lock.
+// TestOnlyHoldingPhasesHold: a claim that counts for the one-claim rule is always in a
+// HoldingPhase, whatever it carries, so listing the claims without an identity key by
+// that phase (the controller's selector) misses none that count.
+func TestOnlyHoldingPhasesHold(t *testing.T) {
+	for _, p := range append([]string{""}, Phases...) {
+		for _, acquiring := range []bool{false, true} {
+			if (ClaimRef{Phase: p, Acquiring: acquiring}).holds() && !HoldingPhase(p) {
+				t.Errorf("a claim in phase %q (acquiring %t) holds, but %q is no holding phase", p, acquiring, p)
+			}
+		}
+	}
+	if !(ClaimRef{Phase: PhaseActive}).holds() || !(ClaimRef{Phase: PhaseValidated, Acquiring: true}).holds() {
+		t.Fatal("an active claim, or a validated one past its lock, must hold")
+	}
+}
+
 func TestOtherClaims(t *testing.T) {
 	self := ClaimRef{ClaimID: "self", Namespace: "ns", Worker: "w1", Identity: "carol", Phase: PhaseValidated}
 	tests := []struct {
@@ -226,6 +242,7 @@ func TestOtherClaims(t *testing.T) {
 		{"active claim of another worker", ClaimRef{ClaimID: "a", Namespace: "ns", Worker: "w2", Identity: "dave", Phase: PhaseActive}, 0},
 		{"same name in another namespace, other identity", ClaimRef{ClaimID: "a", Namespace: "ns2", Worker: "w1", Identity: "dave", Phase: PhaseActive}, 0},
 		{"itself", ClaimRef{ClaimID: "self", Namespace: "ns", Worker: "w1", Phase: PhaseActive}, 0},
+		{"pending claim with a finalizer put on by hand", ClaimRef{ClaimID: "a", Namespace: "ns", Worker: "w1", Phase: PhasePending, Acquiring: true}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,13 +17,13 @@ type ClaimRef struct {
 	Acquiring bool
 }
 
-// holds reports whether the claim holds a capability or may be about to: active, or past
-// the lock and not yet final.
+// holds reports whether the claim holds a capability or may be about to: active, or
+// validated and past the lock. The finalizer is put on only in the claim step, which
+// starts from Validated, so a finalizer on a claim in any other phase was put there by
+// hand and holds nothing. Only claims in a HoldingPhase hold: the controller lists the
+// other claims of a worker by that phase.
 func (c ClaimRef) holds() bool {
-	if FinalPhase(c.Phase) {
-		return false
-	}
-	return c.Phase == PhaseActive || c.Acquiring
+	return c.Phase == PhaseActive || (c.Acquiring && HoldingPhase(c.Phase))
 }
 
 // OtherClaims counts the claims among all, other than self, that hold or are acquiring a

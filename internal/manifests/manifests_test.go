@@ -1,8 +1,13 @@
 package manifests
 
 import (
+	"slices"
 	"sort"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/giteatools/fleet-controller/internal/claim"
 )
 
 // The project's own folders decode into the objects a cluster would get.
@@ -36,4 +41,39 @@ func TestObjectsOfAMissingFolderIsEmpty(t *testing.T) {
 	if err != nil || len(objs) != 0 {
 		t.Fatalf("Objects(empty) = %v, %v", objs, err)
 	}
+}
+
+// The TaskClaim CRD's phase enum is exactly claim.Phases, and it serves the field
+// selectors the controller lists claims by: a phase added to one and not the other would
+// slip past the selector of claims without an identity key.
+func TestTaskClaimPhasesAndSelectableFields(t *testing.T) {
+	objs, err := Objects("../../config/crd/bases")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range objs {
+		if u.GetName() != "taskclaims.fleet.giteatools.dev" {
+			continue
+		}
+		versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
+		for _, v := range versions {
+			enum, _, _ := unstructured.NestedStringSlice(v.(map[string]any),
+				"schema", "openAPIV3Schema", "properties", "status", "properties", "phase", "enum")
+			if !slices.Equal(enum, claim.Phases) {
+				t.Errorf("status.phase enum %v, claim.Phases %v", enum, claim.Phases)
+			}
+			fields, _, _ := unstructured.NestedSlice(v.(map[string]any), "selectableFields")
+			var paths []string
+			for _, f := range fields {
+				paths = append(paths, f.(map[string]any)["jsonPath"].(string))
+			}
+			for _, want := range []string{".spec.worker", ".status.phase", ".status.identityKey"} {
+				if !slices.Contains(paths, want) {
+					t.Errorf("selectableFields %v lack %s", paths, want)
+				}
+			}
+		}
+		return
+	}
+	t.Fatal("no TaskClaim CRD in config/crd/bases")
 }

@@ -65,6 +65,13 @@ func validateDirect(r *taskclaim.Reconciler, w *worker, t fleetv1alpha1.TaskTarg
 	return tc
 }
 
+// failingReads is the real Gitea client whose target reads fail: Gitea unreachable.
+type failingReads struct{ taskclaim.Gitea }
+
+func (failingReads) ReadTarget(context.Context, claim.Target) (claim.TargetState, error) {
+	return claim.TargetState{}, fmt.Errorf("connection refused")
+}
+
 var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, func() {
 	var w *worker
 	BeforeAll(func() { w = newWorker(nsDirect) })
@@ -112,6 +119,35 @@ var _ = Describe("Activation requires the authoritative Gitea claim", Ordered, f
 		Expect(readRecord(t)).To(BeNil(), "nothing was published")
 		Expect(assigneesOf(t)).To(BeEmpty(), "nothing was assigned")
 		Expect(commentCount(t)).To(BeZero(), "a refusal before publication posts nothing in Gitea")
+	})
+
+	It("keeps the lock a claim won while its re-read failed, and completes the claim after a restart", func() {
+		t := issueTarget(newIssue("re-read fails after the lock"))
+		tc := validateDirect(directReconciler(gc, k8s, clock.RealClock{}), w, t)
+
+		By("the claim step takes the lock while Gitea cannot be read: the reconcile fails")
+		_, err := reconcileOnce(directReconciler(failingReads{gc}, k8s, clock.RealClock{}), tc)
+		Expect(err).To(MatchError(ContainSubstring("connection refused")))
+		got := fetch(tc)
+		Expect(got.Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseValidated), "nothing was decided: %s", describe(got))
+		Expect(got.Finalizers).To(ContainElement(taskclaim.Finalizer), "the lock is this claim's, so the finalizer is on")
+		expectReservationOnly(tc, t)
+		Expect(readRecord(t)).To(BeNil(), "nothing was published")
+
+		By("a new manager (a fresh reconciler) finds the lock this claim's and goes on")
+		r := directReconciler(gc, k8s, clock.RealClock{})
+		_, err = reconcileOnce(r, tc)
+		Expect(err).NotTo(HaveOccurred())
+		got = fetch(tc)
+		Expect(got.Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseActive), describe(got))
+		Expect(readRecord(t).ClaimID).To(Equal(string(tc.UID)))
+		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed"}))
+
+		w.release(got)
+		_, err = reconcileOnce(r, got)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(fetch(tc).Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseReleased), describe(fetch(tc)))
+		expectNeutral(w, t)
 	})
 
 	It("assigns the worker in the guarded write itself, over the assignees the claim read", func() {
