@@ -59,8 +59,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -530,8 +532,11 @@ func runRound(b *testing.B, cb *claimBench, workers []string, issues []int64) ([
 		names[i] = fmt.Sprintf("r%d-%s", round, workers[i])
 		updates[names[i]] = make(chan *fleetv1alpha1.TaskClaim, 256)
 	}
-	watching := make(chan error, 1)
-	go func() { watching <- followClaims(ctx, cb.c, cb.ns, updates) }()
+	following := make(chan struct{})
+	go func() {
+		defer close(following)
+		followClaims(ctx, cb.c, cb.ns, updates)
+	}()
 
 	out := make([]claimOutcome, n)
 	begin := make(chan struct{})
@@ -552,9 +557,7 @@ func runRound(b *testing.B, cb *claimBench, workers []string, issues []int64) ([
 	wall := time.Since(t0)
 	b.StopTimer()
 	cancel()
-	if err := <-watching; err != nil {
-		b.Fatalf("following the round's claims: %v", err)
-	}
+	<-following
 
 	for i, o := range out {
 		if o.err != nil {
@@ -594,16 +597,20 @@ func runRound(b *testing.B, cb *claimBench, workers []string, issues []int64) ([
 }
 
 // followClaims hands every state of the round's claims (updates) to their channels until
-// ctx ends, and then closes them. The API server may end a watch at any time: a watch
-// that ends is started again from the last version it delivered, or, when that version
-// is gone, from a fresh list whose items are handed over first.
-func followClaims(ctx context.Context, c client.WithWatch, ns string, updates map[string]chan *fleetv1alpha1.TaskClaim) error {
+// ctx ends, and then closes them. It is an informer of the namespace's claims: the API
+// server may end a watch at any time, and the informer watches again from the last
+// version it saw, or lists afresh when that version is gone.
+func followClaims(ctx context.Context, c client.WithWatch, ns string, updates map[string]chan *fleetv1alpha1.TaskClaim) {
 	defer func() {
 		for _, ch := range updates {
 			close(ch)
 		}
 	}()
-	deliver := func(tc *fleetv1alpha1.TaskClaim) {
+	deliver := func(o any) {
+		tc, ok := o.(*fleetv1alpha1.TaskClaim)
+		if !ok {
+			return
+		}
 		if ch := updates[tc.Name]; ch != nil {
 			select {
 			case ch <- tc:
@@ -611,44 +618,24 @@ func followClaims(ctx context.Context, c client.WithWatch, ns string, updates ma
 			}
 		}
 	}
-	version := ""
-	for ctx.Err() == nil {
-		if version == "" {
+	lw := &toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			list := &fleetv1alpha1.TaskClaimList{}
-			if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("listing claims: %w", err)
-			}
-			for i := range list.Items {
-				deliver(&list.Items[i])
-			}
-			version = list.ResourceVersion
-		}
-		w, err := c.Watch(ctx, &fleetv1alpha1.TaskClaimList{}, client.InNamespace(ns),
-			&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: version, AllowWatchBookmarks: true}})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("watching claims: %w", err)
-		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Error {
-				version = "" // most likely the version is gone: list afresh
-				break
-			}
-			if o, ok := ev.Object.(client.Object); ok {
-				version = o.GetResourceVersion()
-			}
-			if tc, ok := ev.Object.(*fleetv1alpha1.TaskClaim); ok && ev.Type != watch.Bookmark {
-				deliver(tc)
-			}
-		}
-		w.Stop()
+			return list, c.List(ctx, list, client.InNamespace(ns), &client.ListOptions{Raw: &opts})
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return c.Watch(ctx, &fleetv1alpha1.TaskClaimList{}, client.InNamespace(ns), &client.ListOptions{Raw: &opts})
+		},
 	}
-	return nil
+	_, informer := toolscache.NewInformerWithOptions(toolscache.InformerOptions{
+		ListerWatcher: lw,
+		ObjectType:    &fleetv1alpha1.TaskClaim{},
+		Handler: toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    deliver,
+			UpdateFunc: func(_, o any) { deliver(o) },
+		},
+	})
+	informer.RunWithContext(ctx)
 }
 
 // claimAndWait creates one claim, pins it when its validation appears, and returns when
