@@ -509,11 +509,12 @@ type claimOutcome struct {
 // runRound makes workers[i] claim issues[i] (issues may repeat), all at once, and
 // returns each claim's outcome and the round's wall time (from the start signal to the
 // last decided claim). Each worker copies its pin into spec.pin as soon as the
-// validation shows. Claim states are followed through one watch, so the API server is
-// not polled. The round's claims are deleted afterwards, which keeps active claims from
+// validation shows. Claim states are followed through an informer (followClaims), so
+// the API server is not polled. The round's claims are deleted afterwards, which keeps active claims from
 // being re-checked against Gitea during later rounds. The Gitea requests returned are
 // the controller's from the start until the round's claims were decided and Gitea went
-// quiet, before that deletion released them.
+// quiet, before that deletion released them; the API server's requests returned are
+// every client's over the same span.
 func runRound(b *testing.B, cb *claimBench, workers []string, issues []int64) ([]claimOutcome, time.Duration, giteaCalls, apiCalls) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
@@ -810,7 +811,7 @@ func baselineRound(b *testing.B, cb *claimBench, n int, one, floor bool) ([]time
 	errs := make([]error, n)
 	wins := make([]bool, n)
 	begin := make(chan struct{})
-	// decided is closed when every operation has its latency: like a claim round's, the
+	// decided is done when every operation has its latency: like a claim round's, the
 	// round's wall time ends there, and audit writes still under way finish outside it.
 	var decided, wg sync.WaitGroup
 	decided.Add(n)
