@@ -170,6 +170,7 @@ func setup(mgr ctrl.Manager, cfg config) error {
 			Credentials: gateway.NewCredentials(mgr.GetAPIReader(), cfg.gatewayCredentials, gc),
 			Gitea:       gc,
 			Recorder:    mgr.GetEventRecorder("fleet-gateway"),
+			Client:      mgr.GetClient(),
 			Clock:       clk,
 		}); err != nil {
 			return fmt.Errorf("gateway: %w", err)

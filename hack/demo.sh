@@ -106,7 +106,7 @@ up() {
 		printf 'export FLEET_REPOSITORY=%s/%s\n' "$ORG" "$REPO"
 		printf 'export FLEET_GITEA_TOKEN_FILE=%s\n' "$DEMO/admin-token"
 		printf 'export FLEET_DEMO_MANIFESTS=%s\n' "$DEMO/manifests"
-		printf '# Gitea login (web UI, admin): %s / %s\n' "$GITEA_ADMIN" "$GITEA_ADMIN_PASSWORD"
+		printf '# Gitea login (web UI, admin): %s, password: cat %s (0600, random per run)\n' "$GITEA_ADMIN" "$GITEA_ADMIN_PASSWORD_FILE"
 		printf '# Worker accounts: %s (no password anyone keeps), read-only tokens in %s/ (gateway tokens: Secrets in %s); main is protected\n' "${WORKERS[*]}" "$DEMO/tokens" "$CREDS_NS"
 	} >"$DEMO/env"
 	log "up: $GITEA_URL/$ORG/$REPO with ${#WORKERS[@]} workers and 3 issues"

@@ -10,27 +10,27 @@
 #   hack/gitea.sh env             print the env file path of GITEA_PORT's server
 #
 # Environment:
-#   GITEA_VERSION  Gitea release to build        (default v1.26.0)
+#   GITEA_VERSION  Gitea release to build        (default v1.27.3)
 #   GITEA_PORT     HTTP port                      (default 3917)
 #   GITEA_HOST     address it listens on and is named by (default 127.0.0.1;
 #                  hack/e2e.sh uses the local cluster's bridge, which pods reach)
 #
 # Layout (inside the project's gitignored .cache/):
 #   .cache/gitea/<version>-jsonv2/gitea  the binary
-#   .cache/gitea/<version>-jsonv2/mod/   scratch module used to build it
+#   .cache/gitea/<version>-jsonv2/mod/src/  writable copy of the source it is built from
 #   .cache/gitea/run-<port>/        one server: app.ini, sqlite db, repos, logs,
 #                                   gitea.pid and env, a sourceable file of
 #                                   `export KEY=value` lines: GITEA_URL,
 #                                   GITEA_TOKEN (admin, all scopes),
-#                                   GITEA_ADMIN, GITEA_ADMIN_PASSWORD
+#                                   GITEA_ADMIN, GITEA_ADMIN_PASSWORD_FILE (a 0600
+#                                   file holding the admin's random password)
 #
 # Gitea is built from source through the Go module proxy, using the default Go
 # module and build caches, so a second build (or one after another project
-# built the same version) only relinks. Gitea v1.26 cannot be installed with
-# `go install mod@version` because its go.mod carries replace directives: the
-# build goes through a scratch main module that requires gitea and copies
-# those directives. SQLite support is cgo (mattn/go-sqlite3), hence
-# CGO_ENABLED=1 and a C compiler. Templates and static assets are served from
+# built the same version) only relinks. Gitea cannot be installed with `go install
+# mod@version` (its go.mod carries replace directives, and from v1.27 it declares the
+# path gitea.dev, which the proxy does not serve): the build copies the module source
+# and compiles it as the main module. Templates and static assets are served from
 # the module source (STATIC_ROOT_PATH), so no frontend build is needed.
 #
 # Progress lines go to stderr with the seconds elapsed since the script began
@@ -39,7 +39,7 @@
 set -euo pipefail
 
 ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
-VERSION=${GITEA_VERSION:-v1.26.0}
+VERSION=${GITEA_VERSION:-v1.27.3}
 PORT=${GITEA_PORT:-3917}
 CACHE=$ROOT/.cache/gitea
 # Gitea's own release builds set GOEXPERIMENT=jsonv2 (its Makefile): request bodies are
@@ -53,7 +53,9 @@ RUN=$CACHE/run-$PORT
 HOST=${GITEA_HOST:-127.0.0.1}
 URL=http://$HOST:$PORT
 ADMIN=fleet_admin
-ADMIN_PW=Fleet-Adm1n-Passw0rd
+# The admin password is random per start and written only to a 0600 file of the run
+# directory (admin-password): a worker on the same machine must not know it.
+ADMIN_PW=
 BUILD_TAGS="sqlite sqlite_unlock_notify"
 HEARTBEAT=${GITEA_HEARTBEAT_SECONDS:-60}
 
@@ -84,23 +86,16 @@ gitea_src() {
 	printf '%s\n' "$dir"
 }
 
-# write_scratch_module writes a main module that requires gitea and repeats
-# every replace directive of gitea's own go.mod (single-line and block form).
-write_scratch_module() {
+# copy_source copies the module source into MODDIR/src, writable, so it builds as the
+# main module with its own go.mod, go.sum and replace directives. From v1.27 the module
+# declares its path as gitea.dev, which the proxy does not serve under that name, so it
+# cannot be required from a scratch module; as the main module its path does not matter.
+copy_source() {
 	local src=$1
 	rm -rf "$MODDIR"
 	mkdir -p "$MODDIR"
-	{
-		printf 'module giteabuild\n\n'
-		grep -m1 '^go ' "$src/go.mod"
-		printf '\nrequire code.gitea.io/gitea %s\n\n' "$VERSION"
-		awk '
-			/^replace[[:space:]]*\($/ { block = 1; next }
-			block && /^\)/            { block = 0; next }
-			block                     { sub(/[[:space:]]*\/\/.*/, ""); print "replace " $0; next }
-			/^replace[[:space:]]/     { sub(/[[:space:]]*\/\/.*/, ""); print }
-		' "$src/go.mod"
-	} >"$MODDIR/go.mod"
+	cp -r "$src/." "$MODDIR/src"
+	chmod -R u+w "$MODDIR/src"
 }
 
 build() {
@@ -129,11 +124,9 @@ build_locked() {
 	log "build: resolving code.gitea.io/gitea@$VERSION through the module proxy"
 	local src
 	src=$(gitea_src)
-	grep -q '^module code.gitea.io/gitea$' "$src/go.mod" ||
-		die "$VERSION does not declare module code.gitea.io/gitea; this script only knows the v1.26 layout"
-	write_scratch_module "$src"
-	log "build: scratch module $MODDIR ($(grep -c '^replace ' "$MODDIR/go.mod") replace directives)"
-	(cd "$MODDIR" && go get "code.gitea.io/gitea@$VERSION") || die "go get code.gitea.io/gitea@$VERSION failed"
+	copy_source "$src"
+	log "build: source copied to $MODDIR/src ($(sed -n 's/^module //p' "$MODDIR/src/go.mod"))"
+	(cd "$MODDIR/src" && go mod download) || die "go mod download for gitea $VERSION failed"
 	log "build: dependencies resolved; compiling (cgo, tags: $BUILD_TAGS)"
 
 	# with_heartbeat runs the compiler in its own process group and logs a
@@ -145,9 +138,9 @@ build_locked() {
 	trap 'exit 130' INT
 	trap 'exit 143' TERM
 	local rc=0
-	with_heartbeat "$HEARTBEAT" "go build" env -C "$MODDIR" CGO_ENABLED=1 GOEXPERIMENT="$BUILD_GOEXPERIMENT" go build -tags "$BUILD_TAGS" \
+	with_heartbeat "$HEARTBEAT" "go build" env -C "$MODDIR/src" CGO_ENABLED=1 GOEXPERIMENT="$BUILD_GOEXPERIMENT" go build -tags "$BUILD_TAGS" \
 		-ldflags "-s -w -X 'main.Version=${VERSION#v}' -X 'main.Tags=$BUILD_TAGS'" \
-		-o "$TMP_BIN" code.gitea.io/gitea || rc=$?
+		-o "$TMP_BIN" . || rc=$?
 	((rc == 0)) || die "go build failed (exit $rc)"
 	mv -f "$TMP_BIN" "$BIN"
 	trap - EXIT HUP INT TERM
@@ -282,6 +275,8 @@ start() {
 	write_app_ini "$ini" "$src"
 	local g=("$BIN" --work-path "$RUN" --custom-path "$RUN/custom" --config "$ini")
 
+	ADMIN_PW=$(od -An -tx1 -N18 /dev/urandom | tr -d ' \n')Aa1-
+	(umask 077 && printf '%s\n' "$ADMIN_PW" >"$RUN/admin-password")
 	"${g[@]}" migrate >"$RUN/log/migrate.out" 2>&1 ||
 		{ tail -20 "$RUN/log/migrate.out" >&2; die "gitea migrate failed"; }
 	"${g[@]}" admin user create --admin --username "$ADMIN" --password "$ADMIN_PW" \
@@ -313,7 +308,7 @@ start() {
 		printf 'export GITEA_URL=%s\n' "$URL"
 		printf 'export GITEA_TOKEN=%s\n' "$token"
 		printf 'export GITEA_ADMIN=%s\n' "$ADMIN"
-		printf 'export GITEA_ADMIN_PASSWORD=%s\n' "$ADMIN_PW"
+		printf 'export GITEA_ADMIN_PASSWORD_FILE=%s\n' "$RUN/admin-password"
 	} >"$RUN/env.tmp"
 	mv -f "$RUN/env.tmp" "$RUN/env"
 	log "start: $URL answers $(cat "$RUN/version.json") (pid $(cat "$RUN/gitea.pid"), start took $(secs_since "$t_start")s)"

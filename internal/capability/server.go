@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/gateway"
+	"github.com/giteatools/fleet-controller/internal/httpserve"
 )
 
 // Request asks whether a worker may perform one operation on one target now.
@@ -154,11 +154,11 @@ func tooMany(w http.ResponseWriter) {
 
 // Start serves until ctx is done.
 func (s *Server) Start(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.Addr)
+	ln, err := httpserve.Listen(s.Addr, httpserve.Limits{})
 	if err != nil {
 		return fmt.Errorf("capability endpoint: %w", err)
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := httpserve.Server(s.Handler(), httpserve.Limits{ReadTimeout: 30 * time.Second})
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)

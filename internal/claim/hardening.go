@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -25,7 +26,14 @@ type GiteaSetup struct {
 	// Workers maps each worker identity (a login the gateway acts as) to whether Gitea
 	// reports it as a site administrator.
 	Workers map[string]bool
+	// Version is the server's version as it reports it ("" when unknown).
+	Version string
 }
+
+// MinGiteaVersion is the oldest Gitea release the gateway relies on: 1.27 fixed token
+// scopes that older servers did not enforce (GHSA-cp3q-vrj2-ghhh, GHSA-7p4h-3gxq-x3h3,
+// CVE-2026-25714), which the worker's read-only token depends on.
+const MinGiteaVersion = "1.27.3"
 
 // CheckHardening lists what in a Gitea setup lets a worker write around the gateway, in
 // the terms of docs/gateway.md: the default branch must be protected, only an allowlist
@@ -42,6 +50,9 @@ func CheckHardening(s GiteaSetup) []string {
 	}
 	slices.Sort(workers)
 	slices.Sort(out)
+	if !versionAtLeast(s.Version, MinGiteaVersion) {
+		out = append(out, fmt.Sprintf("Gitea %q is older than %s, whose token-scope fixes the worker's read-only token relies on", s.Version, MinGiteaVersion))
+	}
 	if s.DefaultBranch == "" {
 		return append(out, "the repository's default branch is unknown")
 	}
@@ -65,4 +76,39 @@ func CheckHardening(s GiteaSetup) []string {
 		}
 	}
 	return out
+}
+
+// versionAtLeast reports whether version (such as "1.27.3" or "v1.28.0-dev+12") is at
+// least min, comparing major, minor and patch numbers; an unreadable version is not.
+func versionAtLeast(version, min string) bool {
+	parse := func(v string) ([3]int, bool) {
+		v = strings.TrimPrefix(strings.TrimSpace(v), "v")
+		if i := strings.IndexAny(v, "-+ "); i >= 0 {
+			v = v[:i]
+		}
+		parts := strings.Split(v, ".")
+		var out [3]int
+		if len(parts) < 2 || len(parts) > 3 {
+			return out, false
+		}
+		for i, p := range parts {
+			n, err := strconv.Atoi(p)
+			if err != nil || n < 0 {
+				return out, false
+			}
+			out[i] = n
+		}
+		return out, true
+	}
+	have, ok1 := parse(version)
+	want, ok2 := parse(min)
+	if !ok1 || !ok2 {
+		return false
+	}
+	for i := range have {
+		if have[i] != want[i] {
+			return have[i] > want[i]
+		}
+	}
+	return true
 }

@@ -24,9 +24,17 @@ func TestCheckHardening(t *testing.T) {
 		{"a worker that is an administrator", GiteaSetup{DefaultBranch: "main", Rules: []BranchRule{protected},
 			Workers: map[string]bool{"worker-1": true}}, []string{"worker-1 is a Gitea site administrator"}},
 		{"unknown default branch", GiteaSetup{Workers: workers}, []string{"default branch is unknown"}},
+		{"a Gitea before the token-scope fixes", GiteaSetup{DefaultBranch: "main", Rules: []BranchRule{protected}, Workers: workers, Version: "1.26.0"},
+			[]string{"older than 1.27.3"}},
+		{"an unreadable version", GiteaSetup{DefaultBranch: "main", Rules: []BranchRule{protected}, Workers: workers, Version: "dev"},
+			[]string{"older than 1.27.3"}},
+		{"a newer Gitea", GiteaSetup{DefaultBranch: "main", Rules: []BranchRule{protected}, Workers: workers, Version: "v1.28.0-dev+12-gabc"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.setup.Version == "" {
+				tt.setup.Version = "1.27.3"
+			}
 			got := CheckHardening(tt.setup)
 			if len(got) != len(tt.want) {
 				t.Fatalf("findings = %q, want %d", got, len(tt.want))

@@ -2,7 +2,6 @@ package claim
 
 import (
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,6 +52,17 @@ const (
 	ReasonReservedMarker = "reserved_marker"
 	// ReasonCommentBudget: the capability's comments used up their budget.
 	ReasonCommentBudget = "comment_budget_exhausted"
+	// ReasonUncoveredReference: a text (a comment, review, pull request, merge message or
+	// pushed commit message) references an issue or pull request the capability does not
+	// cover, which Gitea would write to on its own (a timeline entry, a close or reopen,
+	// tracked time).
+	ReasonUncoveredReference = "uncovered_reference"
+	// ReasonProtectedPath: a push or pull request changes the fleet's own files (.fleet/),
+	// which only the operators change.
+	ReasonProtectedPath = "protected_path"
+	// ReasonUnreadablePack: a push's pack cannot be read on its own (a thin pack, or a
+	// malformed one), so what it carries cannot be checked.
+	ReasonUnreadablePack = "unreadable_pack"
 )
 
 // BodyRule says what a mutation's body must satisfy besides its route.
@@ -294,6 +304,12 @@ type Write struct {
 	Forbidden []string
 	// Refs are a push's ref updates.
 	Refs []RefUpdate
+	// Commits are the messages of the commits a push carries.
+	Commits []string
+	// ChangedPaths are the paths a push or pull request changes, as far as the gateway
+	// needs to know them: every path under ProtectedDir it touches (a push names the
+	// directory itself).
+	ChangedPaths []string
 }
 
 // WriteInput is everything AuthorizeWrite decides on.
@@ -313,6 +329,14 @@ type WriteInput struct {
 	// Target is the state of the bound pull request read now, for the independence
 	// re-check of review, approve and merge (nil when not read: refused).
 	Target *TargetState
+	// TargetText is the bound pull request's title and body as read now: the issues it
+	// names are covered by a capability on it too (pull request targets).
+	TargetText string
+	// PullCommits are the messages of the bound pull request's commits as read now, for a
+	// merge: a merge carries them onto the default branch, where Gitea acts on them.
+	PullCommits []string
+	// PullFiles are the paths the bound pull request changes as read now, for a merge.
+	PullFiles []string
 	// Now is the time of the write.
 	Now time.Time
 }
@@ -350,6 +374,11 @@ var refusalMessages = map[string]string{
 	ReasonFieldNotPermitted:     "the request sets a field the gateway does not forward",
 	ReasonReservedMarker:        "the text carries a fleet claim marker, which only the controller writes",
 	ReasonCommentBudget:         "your capability has used up its comment budget",
+	ReasonUncoveredReference: "the text references an issue or pull request your capability does not cover " +
+		"(#N, !N, owner/repo#N or an issue link): Gitea would write to it on its own; name only your claimed item, " +
+		"and for a pull request the issues it fixes",
+	ReasonProtectedPath:  "the change touches .fleet/, the fleet's own files, which only operators change",
+	ReasonUnreadablePack: "the pushed pack cannot be read on its own (a thin or malformed pack); push again without --thin",
 }
 
 // RefusalMessage is the fixed message of a refusal reason.
@@ -428,6 +457,9 @@ func AuthorizeWrite(in WriteInput) WriteVerdict {
 			}
 		}
 		if ok {
+			if reason := checkTexts(in, c); reason != "" {
+				return refuse(op, reason, h.Name)
+			}
 			return WriteVerdict{Allowed: true, Operation: op, Claim: h.Name}
 		}
 		last = refuse(op, reason, h.Name)
@@ -452,6 +484,8 @@ func checkWriteShape(in WriteInput) (string, *WriteVerdict) {
 		}
 	}
 	switch {
+	case (w.Route.Body == BodyReview || w.Route.Body == BodyMerge) && w.CommitID != "" && !IsObjectID(w.CommitID):
+		return fail(op, ReasonMalformedRequest) // Gitea stores the id as given: only git's own spelling
 	case !sameRepository(w.Route.Repository, in.Repository):
 		return fail(op, ReasonWrongRepository)
 	case len(w.Forbidden) > 0:
@@ -490,9 +524,70 @@ func authorizeByBranch(in WriteInput, active []HeldClaim, op string, refs []stri
 		if in.Write.Route.Body == BodyOpenPull && !References(in.Write.PullText, c.Target.Number) {
 			return refuse(op, ReasonMissingReference, h.Name)
 		}
+		if reason := checkTexts(in, c); reason != "" {
+			return refuse(op, reason, h.Name)
+		}
 		return WriteVerdict{Allowed: true, Operation: op, Claim: h.Name}
 	}
 	return refuse(op, ReasonWrongBranch, "")
+}
+
+// IsObjectID reports whether s is a git object id as git spells it: 40 (SHA-1) or 64
+// (SHA-256) lowercase hexadecimal digits.
+func IsObjectID(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ProtectedDir is the fleet's own directory in the repository: the published rule set
+// lives there, and no worker write may change it.
+const ProtectedDir = ".fleet"
+
+// ProtectedPath reports whether a repository path is ProtectedDir or lies under it.
+// Gitea compares paths case-sensitively, but a checkout on a case-insensitive file system
+// would not, so neither does this.
+func ProtectedPath(p string) bool {
+	p = strings.ToLower(strings.TrimPrefix(p, "/"))
+	return p == ProtectedDir || strings.HasPrefix(p, ProtectedDir+"/")
+}
+
+// checkTexts applies the rules every text a permitted write carries must meet: each
+// reference names an item the capability covers (the target; for a pull request, also
+// the issues its own title and body name), and nothing the write lands, or a merge
+// carries onto the default branch, touches ProtectedDir. It returns the refusal reason,
+// or "".
+func checkTexts(in WriteInput, c *Capability) string {
+	w := in.Write
+	covered := []int64{c.Target.Number}
+	if c.Target.Kind == KindPullRequest {
+		covered = append(covered, LinkedItems(in.TargetText, c.Repository)...)
+	}
+	texts := [][]string{w.Text, w.Commits}
+	if w.Route.Body == BodyMerge {
+		texts = append(texts, in.PullCommits)
+	}
+	for _, list := range texts {
+		for _, t := range list {
+			if !ReferencesOnly(t, c.Repository, covered...) {
+				return ReasonUncoveredReference
+			}
+		}
+	}
+	paths := w.ChangedPaths
+	if w.Route.Body == BodyMerge {
+		paths = append(slices.Clone(paths), in.PullFiles...)
+	}
+	if slices.ContainsFunc(paths, ProtectedPath) {
+		return ReasonProtectedPath
+	}
+	return ""
 }
 
 func (t Target) withRepository(repo string) Target {
@@ -512,13 +607,6 @@ const (
 // (any spelling that begins like one, whatever follows).
 func ContainsReservedMarker(text string) bool {
 	return strings.Contains(text, "<!-- fleet-claim")
-}
-
-// References reports whether text mentions issue n as "#n" (not as a prefix of a longer
-// number).
-func References(text string, n int64) bool {
-	re := regexp.MustCompile(`(^|[^\w/])#` + strconv.FormatInt(n, 10) + `\b`)
-	return re.MatchString(text)
 }
 
 // CommentBudget bounds what one capability may write as comments: at most Comments

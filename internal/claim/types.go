@@ -280,6 +280,8 @@ type TargetState struct {
 	// it, so a claim can write over exactly what its decision read. It is not
 	// part of any decision and not serialised.
 	RecordBody string `json:"-"`
+	// Title is the issue's or pull request's title at the read.
+	Title string `json:"-"`
 	// LeaseGeneration is the resourceVersion of the per-target Lease; "" when
 	// the Lease does not exist yet.
 	LeaseGeneration string `json:"leaseGeneration"`

@@ -21,7 +21,7 @@ const childTokenLifetime = time.Hour
 // credentialEnv are the launcher's variables that can carry its credentials (the
 // kubeconfig it acts with, the Gitea token files of the demo and the test tooling): the
 // command started by run never gets them.
-var credentialEnv = []string{"KUBECONFIG", "FLEET_GITEA_TOKEN_FILE", "GITEA_TOKEN", "GITEA_ADMIN_PASSWORD", "FLEET_DEMO_MANIFESTS"}
+var credentialEnv = []string{"KUBECONFIG", "FLEET_GITEA_TOKEN_FILE", "GITEA_TOKEN", "GITEA_ADMIN_PASSWORD", "GITEA_ADMIN_PASSWORD_FILE", "FLEET_DEMO_MANIFESTS"}
 
 // childCredentials is the kubeconfig a command started by run acts with: the worker's own
 // ServiceAccount (a token the launcher mints and renews), never the launcher's

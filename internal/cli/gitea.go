@@ -254,8 +254,8 @@ worker's active claim permits.`,
 			if err := out.validate(); err != nil {
 				return err
 			}
-			if duration < 10*time.Minute {
-				return usageErrorf("--duration %s: the API server issues tokens for at least 10m", duration)
+			if duration < 10*time.Minute || duration > time.Hour {
+				return usageErrorf("--duration %s: the API server issues tokens for at least 10m, and the gateway accepts them for at most 1h", duration)
 			}
 			name, err := o.workerName(worker)
 			if err != nil {
@@ -280,7 +280,7 @@ worker's active claim permits.`,
 		},
 	}
 	workerFlag(cmd, &worker)
-	cmd.Flags().DurationVar(&duration, "duration", time.Hour, "Lifetime of the token (at least 10m).")
+	cmd.Flags().DurationVar(&duration, "duration", time.Hour, "Lifetime of the token (10m to 1h).")
 	out = addOutputFlag(cmd)
 	return cmd
 }

@@ -52,7 +52,21 @@ type Authenticator struct {
 	// acceptance of a token that was refused while, say, its ServiceAccount was missing.
 	RejectTTL time.Duration
 
+	// MaxLifetime is the longest validity (exp - iat) a token may have (default
+	// MaxTokenLifetime): a leaked worker token is useless an hour after it was minted.
+	MaxLifetime time.Duration
+
 	cache *cache.LRUExpireCache
+}
+
+// MaxTokenLifetime is the default Authenticator.MaxLifetime.
+const MaxTokenLifetime = time.Hour
+
+func (a *Authenticator) maxLifetime() time.Duration {
+	if a.MaxLifetime > 0 {
+		return a.MaxLifetime
+	}
+	return MaxTokenLifetime
 }
 
 // CacheSize is the most tokens an Authenticator remembers.
@@ -104,6 +118,11 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Caller,
 		a.reject(key)
 		return Caller{}, fmt.Errorf("%w: %q is not a ServiceAccount", ErrUnauthenticated, st.User.Username)
 	}
+	if life, ok := lifetime(token); !ok || life > a.maxLifetime() {
+		a.reject(key)
+		return Caller{}, fmt.Errorf("%w: the token is valid for longer than %s; request one of at most that (kubectl fleet token --duration)",
+			ErrUnauthenticated, a.maxLifetime())
+	}
 	if ttl := a.ttl(token); ttl > 0 {
 		a.cache.Add(key, c, ttl)
 	}
@@ -139,22 +158,45 @@ func (a *Authenticator) reject(key string) {
 	}
 }
 
+// tokenClaims reads a JWT's payload without verifying it (the TokenReview did).
+func tokenClaims(token string) (exp, iat int64, ok bool) {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return 0, 0, false
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return 0, 0, false
+	}
+	var claims struct {
+		Exp int64 `json:"exp"`
+		Iat int64 `json:"iat"`
+	}
+	if json.Unmarshal(payload, &claims) != nil {
+		return 0, 0, false
+	}
+	return claims.Exp, claims.Iat, true
+}
+
+// lifetime is how long token was minted to be valid for (exp - iat); ok is false when
+// either is missing.
+func lifetime(token string) (time.Duration, bool) {
+	exp, iat, ok := tokenClaims(token)
+	if !ok || exp == 0 || iat == 0 || exp < iat {
+		return 0, false
+	}
+	return time.Duration(exp-iat) * time.Second, true
+}
+
 // ttl is how long an answer for token may be reused: CacheTTL, cut at the token's expiry
 // (read without verification: the TokenReview just verified it). Tokens without a
 // readable expiry are not cached.
 func (a *Authenticator) ttl(token string) time.Duration {
-	parts := strings.Split(token, ".")
-	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
+	exp, _, ok := tokenClaims(token)
+	if !ok || exp == 0 {
 		return 0
 	}
-	var claims struct {
-		Exp int64 `json:"exp"`
-	}
-	if json.Unmarshal(payload, &claims) != nil || claims.Exp == 0 {
-		return 0
-	}
-	left := time.Unix(claims.Exp, 0).Sub(a.Clock.Now())
+	left := time.Unix(exp, 0).Sub(a.Clock.Now())
 	return min(left, a.CacheTTL)
 }
 

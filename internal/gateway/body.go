@@ -66,7 +66,7 @@ const (
 	nameMergeCommitID = "merge_commit_id"
 )
 
-// bodyRules are the fields of each body rule, exactly as Gitea 1.26 names them.
+// bodyRules are the fields of each body rule, exactly as Gitea 1.27 names them.
 var bodyRules = map[claim.BodyRule]map[string]field{
 	claim.BodyComment: {
 		nameBody: {typ: typeString, text: true},

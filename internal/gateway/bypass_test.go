@@ -274,7 +274,7 @@ var _ = Describe("Unauthenticated load", func() {
 			return c.Create(ctx, obj, opts...)
 		}})
 		g := &gateway.Gateway{GiteaURL: srv.URL, Repository: repo, Reader: apiReader, Authn: gateway.NewAuthenticator(counting),
-			Credentials: gateway.NewCredentials(apiReader, credsNS, gc), Gitea: gc, Recorder: recorder, Clock: clock.RealClock{}}
+			Credentials: gateway.NewCredentials(apiReader, credsNS, gc), Gitea: gc, Recorder: recorder, Client: k8s, Clock: clock.RealClock{}}
 		h, err := g.Handler()
 		Expect(err).NotTo(HaveOccurred())
 		hs := httptest.NewServer(h)

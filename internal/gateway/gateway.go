@@ -14,10 +14,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -36,6 +36,7 @@ import (
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+	"github.com/giteatools/fleet-controller/internal/httpserve"
 )
 
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims;workerregistrations,verbs=get;list;watch
@@ -61,6 +62,9 @@ const (
 type Gateway struct {
 	// Addr is the listen address (Start).
 	Addr string
+	// Limits bound each connection and request (httpserve defaults when zero); a push
+	// gets its own read deadline (mutate.go).
+	Limits httpserve.Limits
 	// CertDir, when set, makes Start serve HTTPS with the tls.crt and tls.key found there
 	// (reloaded when they change, as cert-manager rotates them). Workers send their
 	// ServiceAccount tokens to the gateway, so anything but a loopback listener needs it.
@@ -82,8 +86,13 @@ type Gateway struct {
 	// Gitea is the controller's Gitea client, for the reads a decision needs (pull
 	// request head, independence facts, default branch).
 	Gitea *giteaclaim.Client
-	// Recorder records an Event per forwarded or refused mutation.
+	// Recorder records an Event per refused mutation.
 	Recorder events.EventRecorder
+	// Client writes what the gateway keeps in the API server: the comment budgets
+	// (budget.go) and one audit Event per forwarded mutation (audit.go).
+	Client client.Client
+	// Instance names this replica in its audit Events (default: the host name).
+	Instance string
 	// Clock is the time source.
 	Clock clock.PassiveClock
 	// Transport reaches Gitea (default: a clone of http.DefaultTransport).
@@ -105,6 +114,8 @@ type Gateway struct {
 	proxy    *httputil.ReverseProxy
 	limiters *Limiters
 	guard    *AuthGuard
+	budgets  *budgetLedger
+	audit    *auditor
 }
 
 // NeedLeaderElection is false: every replica serves the gateway.
@@ -116,11 +127,11 @@ func (g *Gateway) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", g.Addr)
+	ln, err := httpserve.Listen(g.Addr, g.Limits)
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := httpserve.Server(h, g.Limits)
 	if g.CertDir != "" {
 		cw, err := certwatcher.New(filepath.Join(g.CertDir, "tls.crt"), filepath.Join(g.CertDir, "tls.key"))
 		if err != nil {
@@ -141,7 +152,9 @@ func (g *Gateway) Start(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(shutdown)
 	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err = srv.Serve(ln)
+	g.audit.wg.Wait() // the audit Events of the last writes
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
@@ -162,8 +175,8 @@ func (g *Gateway) init() {
 		g.initErr = fmt.Errorf("gateway: Gitea URL %q must be http(s)://host[:port]", g.GiteaURL)
 		return
 	}
-	if g.Repository == "" || g.Reader == nil || g.Authn == nil || g.Credentials == nil || g.Gitea == nil || g.Recorder == nil {
-		g.initErr = errors.New("gateway: Repository, Reader, Authn, Credentials, Gitea and Recorder are required")
+	if g.Repository == "" || g.Reader == nil || g.Authn == nil || g.Credentials == nil || g.Gitea == nil || g.Recorder == nil || g.Client == nil {
+		g.initErr = errors.New("gateway: Repository, Reader, Authn, Credentials, Gitea, Recorder and Client are required")
 		return
 	}
 	g.target = u
@@ -190,12 +203,18 @@ func (g *Gateway) init() {
 	if g.CommentBudget == (claim.CommentBudget{}) {
 		g.CommentBudget = claim.CommentBudget{Comments: DefaultCommentBudgetCount, Bytes: DefaultCommentBudgetBytes}
 	}
+	if g.Instance == "" {
+		g.Instance, _ = os.Hostname()
+	}
+	g.budgets = &budgetLedger{client: g.Client, reader: g.Reader, seed: g.seedBudget}
+	g.audit = &auditor{client: g.Client, instance: g.Instance, clock: g.Clock}
 	g.limiters = NewLimiters(g.Rate, g.Burst)
 	g.guard = NewAuthGuard(DefaultAuthFailureRate, DefaultAuthFailureBurst)
 	g.proxy = &httputil.ReverseProxy{
-		Rewrite:       g.rewrite,
-		Transport:     g.Transport,
-		FlushInterval: -1, // stream git packs
+		Rewrite:        g.rewrite,
+		Transport:      g.Transport,
+		FlushInterval:  -1, // stream git packs
+		ModifyResponse: amendAdvertisement,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			logf.FromContext(r.Context()).Error(err, "Forwarding to Gitea failed")
 			writeRefusal(w, http.StatusBadGateway, "", claim.ReasonStateUnavailable, "Gitea could not be reached")
@@ -203,10 +222,21 @@ func (g *Gateway) init() {
 	}
 }
 
+// forwardedRequestHeaders are the request headers the gateway passes to Gitea (canonical
+// form); it drops every other.
+var forwardedRequestHeaders = map[string]bool{
+	"Accept": true, "Accept-Encoding": true, "Accept-Language": true, "Cache-Control": true, "Pragma": true,
+	"Content-Type": true, "Content-Length": true, "Content-Encoding": true, "Git-Protocol": true,
+	"User-Agent": true, "If-None-Match": true, "If-Modified-Since": true, "Range": true, "If-Range": true,
+}
+
 // acting is who a forwarded request acts as.
 type acting struct {
 	identity, token string
 	git             bool
+	// pushAdvert marks the receive-pack advertisement, which the gateway amends
+	// (advertisement.go).
+	pushAdvert bool
 }
 
 type actingKey struct{}
@@ -217,14 +247,26 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	a, _ := pr.In.Context().Value(actingKey{}).(acting)
 	pr.SetURL(g.target)
 	pr.Out.Host = g.target.Host
-	for _, h := range []string{"Authorization", "Sudo", "Cookie", "X-Gitea-Otp", "Proxy-Authorization"} {
-		pr.Out.Header.Del(h)
+	// Only the headers a Gitea or git client needs reach Gitea. Everything else could be
+	// read by Gitea as a credential (Authorization, Sudo, a cookie, an OTP, a reverse-proxy
+	// login such as X-WEBAUTH-USER) or as the client's address, which Gitea believes when
+	// it comes from a trusted proxy, and the gateway is one.
+	for h := range pr.Out.Header {
+		if !forwardedRequestHeaders[h] {
+			pr.Out.Header.Del(h)
+		}
 	}
+	// The client address Gitea logs is the one the gateway saw (X-Forwarded-For, -Host
+	// and -Proto are set from the inbound request).
+	pr.SetXForwarded()
 	if q := pr.Out.URL.Query(); q.Has("token") || q.Has("access_token") || q.Has("sudo") {
 		q.Del("token")
 		q.Del("access_token")
 		q.Del("sudo")
 		pr.Out.URL.RawQuery = q.Encode()
+	}
+	if a.pushAdvert {
+		pr.Out.Header.Del("Accept-Encoding") // read back plain, to be amended
 	}
 	if a.git {
 		pr.Out.SetBasicAuth(a.identity, a.token)
@@ -301,7 +343,8 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.fail(w, op, err)
 		return
 	}
-	a := acting{identity: wr.Spec.Identity, token: token, git: rt.Git}
+	a := acting{identity: wr.Spec.Identity, token: token, git: rt.Git,
+		pushAdvert: rt.Git && !rt.Mutation() && r.URL.Query().Get("service") == "git-receive-pack"}
 	if !rt.Mutation() {
 		countRequest(op, verdictAllowed)
 		g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, actingKey{}, a)))

@@ -37,7 +37,7 @@ func newGateway(c client.Client, reader client.Reader, rec events.EventRecorder,
 	creds := gateway.NewCredentials(reader, credsNS, gc)
 	return &gateway.Gateway{
 		GiteaURL: srv.URL, Repository: repo, Reader: reader, Authn: gateway.NewAuthenticator(c),
-		Credentials: creds, Gitea: gc, Recorder: rec, Clock: clk,
+		Credentials: creds, Gitea: gc, Recorder: rec, Client: c, Clock: clk,
 	}
 }
 

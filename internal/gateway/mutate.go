@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"code.gitea.io/sdk/gitea"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,7 +25,8 @@ import (
 func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route, wr *fleetv1alpha1.WorkerRegistration) {
 	ctx := r.Context()
 	write := claim.Write{Route: rt}
-	forward, length, push, status, err := g.readWrite(w, r, &write)
+	forward, length, push, status, err := g.readWrite(w, r, &write, wr)
+	defer push.pack.close()
 	if err != nil {
 		logf.FromContext(ctx).Info("Refusing a mutation whose body cannot be read", "error", err.Error())
 		if status == http.StatusRequestEntityTooLarge {
@@ -58,17 +60,34 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 		g.failWrite(w, r, rt.Operation, err)
 		return
 	}
+	if push.pack != nil {
+		err := inspectPack(push.pack, push.caps, g.MaxPush, &in.Write, func() (string, string, error) {
+			if in.DefaultBranch == "" {
+				return "", "", errors.New("the default branch is unknown")
+			}
+			return g.Gitea.RootEntry(ctx, g.Repository, in.DefaultBranch, claim.ProtectedDir)
+		})
+		if errors.Is(err, errUnreadablePack) {
+			logf.FromContext(ctx).Info("Refusing a push whose pack cannot be read on its own", "error", err.Error())
+			g.refusePush(w, r, push, claim.WriteVerdict{Operation: rt.Operation, Reason: claim.ReasonUnreadablePack}, wr, nil)
+			return
+		} else if err != nil {
+			g.failWrite(w, r, rt.Operation, err)
+			return
+		}
+	}
 	v := claim.AuthorizeWrite(in)
 	tc := own[v.Claim]
+	var reserved *reservation
 	if v.Allowed && rt.Body == claim.BodyComment {
-		if v, err = g.commentBudget(ctx, in, tc, v); err != nil {
+		if reserved, v, err = g.reserveComment(ctx, in, tc, v); err != nil {
 			g.failWrite(w, r, rt.Operation, err)
 			return
 		}
 	}
 	if !v.Allowed {
 		if push.reportable() {
-			g.refusePush(w, r, forward, push, v, wr, tc)
+			g.refusePush(w, r, push, v, wr, tc)
 			return
 		}
 		g.refuse(w, r, v.Operation, wr, tc, v.Reason)
@@ -76,7 +95,8 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 	}
 
 	out := r.Clone(ctx)
-	out.Body, out.ContentLength = io.NopCloser(forward), length
+	digest := newDigestReader(forward)
+	out.Body, out.ContentLength = io.NopCloser(digest), length
 	if length < 0 {
 		out.Header.Del("Content-Length")
 	}
@@ -85,8 +105,13 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 	sw := &statusWriter{ResponseWriter: w}
 	g.proxy.ServeHTTP(sw, out)
 	countRequest(v.Operation, verdictAllowed)
-	g.Recorder.Eventf(tc, nil, "Normal", ReasonForwarded, v.Operation, "Gateway forwarded %s %s as %s; Gitea answered %d",
-		r.Method, r.URL.Path, wr.Spec.Identity, sw.status)
+	if reserved != nil && (sw.status < 200 || sw.status > 299) {
+		if err := reserved.release(context.WithoutCancel(ctx)); err != nil {
+			logf.FromContext(ctx).Error(err, "Cannot give back a comment Gitea did not store; the budget counts it")
+		}
+	}
+	g.audit.forwarded(ctx, tc, forwardedWrite{operation: v.Operation, method: r.Method, path: r.URL.Path,
+		identity: wr.Spec.Identity, status: sw.status, digest: digest.Sum()})
 }
 
 // asRead makes a forwarded REST mutation say to Gitea only what the gateway read: its
@@ -109,17 +134,17 @@ func (g *Gateway) failWrite(w http.ResponseWriter, r *http.Request, op string, e
 // readWrite reads the facts of the body the route's rule needs and returns the body to
 // forward and its length (-1 when unknown); for a push, also what a git-level refusal
 // needs.
-func (g *Gateway) readWrite(w http.ResponseWriter, r *http.Request, write *claim.Write) (io.Reader, int64, pushReport, int, error) {
+func (g *Gateway) readWrite(w http.ResponseWriter, r *http.Request, write *claim.Write, wr *fleetv1alpha1.WorkerRegistration) (io.Reader, int64, pushReport, int, error) {
 	if write.Route.Body == claim.BodyReceivePack {
+		g.pushDeadline(r.Context(), w, wr)
 		var src io.Reader = http.MaxBytesReader(w, r.Body, g.MaxPush)
-		length := r.ContentLength
 		if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
 			zr, err := gzip.NewReader(src)
 			if err != nil {
 				return nil, 0, pushReport{}, http.StatusBadRequest, err
 			}
 			// The limit holds for what Gitea receives too: the decompressed pack.
-			src, length = http.MaxBytesReader(nil, zr, g.MaxPush), -1
+			src = http.MaxBytesReader(nil, zr, g.MaxPush)
 		}
 		br := bufio.NewReader(src)
 		refs, caps, consumed, err := readRefUpdates(br)
@@ -127,7 +152,17 @@ func (g *Gateway) readWrite(w http.ResponseWriter, r *http.Request, write *claim
 			return nil, 0, pushReport{}, statusOf(err), err
 		}
 		write.Refs = refs
-		return io.MultiReader(bytes.NewReader(consumed), br), length, pushReport{refs: refs, caps: caps}, 0, nil
+		pack, err := spoolPack(br)
+		if err != nil {
+			return nil, 0, pushReport{}, statusOf(err), err
+		}
+		rest, err := pack.reader()
+		if err != nil {
+			pack.close()
+			return nil, 0, pushReport{}, http.StatusInternalServerError, err
+		}
+		return io.MultiReader(bytes.NewReader(consumed), rest), int64(len(consumed)) + pack.size,
+			pushReport{refs: refs, caps: caps, pack: pack}, 0, nil
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.MaxBody))
 	if err != nil {
@@ -148,14 +183,14 @@ func (g *Gateway) readWrite(w http.ResponseWriter, r *http.Request, write *claim
 }
 
 // refusePush refuses a push with a receive-pack result that rejects its refs: git then
-// shows the worker the reason. The pack is read (within MaxPush) and dropped first, so the
-// client finishes sending before it reads the answer. Gitea sees nothing.
-func (g *Gateway) refusePush(w http.ResponseWriter, r *http.Request, pack io.Reader, push pushReport, v claim.WriteVerdict,
+// shows the worker the reason. The pack has been read already (readWrite spools it), so
+// the client has finished sending when it reads the answer. Gitea sees nothing.
+func (g *Gateway) refusePush(w http.ResponseWriter, r *http.Request, push pushReport, v claim.WriteVerdict,
 	wr *fleetv1alpha1.WorkerRegistration, tc *fleetv1alpha1.TaskClaim) {
 	countRequest(v.Operation, verdictRefused)
 	g.recordRefusal(r, v.Operation, wr, tc, v.Reason)
-	if _, err := io.Copy(io.Discard, pack); err != nil {
-		writeRefusal(w, statusOf(err), v.Operation, v.Reason, claim.RefusalMessage(v.Reason))
+	if !push.reportable() {
+		writeRefusal(w, http.StatusForbidden, v.Operation, v.Reason, claim.RefusalMessage(v.Reason))
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-git-receive-pack-result")
@@ -196,12 +231,7 @@ func (g *Gateway) readFacts(ctx context.Context, in *claim.WriteInput) error {
 		}
 		t := claim.Target{Repository: c.Repository, Kind: claim.KindPullRequest, Number: c.Target.Number}
 		if rt.Body == claim.BodyReview || rt.Body == claim.BodyMerge {
-			st, err := g.Gitea.ReadTarget(ctx, t)
-			if err != nil {
-				return fmt.Errorf("reading %s: %w", t, err)
-			}
-			in.Target, in.LiveHead = &st, st.Target.HeadSHA
-			return nil
+			return g.readPullFacts(ctx, in, t)
 		}
 		owner, name, _ := strings.Cut(c.Repository, "/")
 		pr, resp, err := g.Gitea.SDK(ctx).GetPullRequest(owner, name, c.Target.Number)
@@ -211,8 +241,33 @@ func (g *Gateway) readFacts(ctx context.Context, in *claim.WriteInput) error {
 		if pr.Head != nil {
 			in.LiveHead = pr.Head.Sha
 		}
+		in.TargetText = pr.Title + "\n" + pr.Body
 		return nil
 	}
+	return nil
+}
+
+// readPullFacts reads the bound pull request for a review or merge: its state (the
+// independence re-check, its head and the issues its title and body name) and, for a
+// merge, what the merge carries onto the default branch, where Gitea acts on it: its
+// commits' messages and the paths it changes. The reads run concurrently.
+func (g *Gateway) readPullFacts(ctx context.Context, in *claim.WriteInput, t claim.Target) error {
+	var (
+		wg                     sync.WaitGroup
+		st                     claim.TargetState
+		stErr, msgErr, fileErr error
+	)
+	wg.Go(func() { st, stErr = g.Gitea.ReadTarget(ctx, t) })
+	if in.Write.Route.Body == claim.BodyMerge {
+		wg.Go(func() { in.PullCommits, msgErr = g.Gitea.PullCommitMessages(ctx, t.Repository, t.Number) })
+		wg.Go(func() { in.PullFiles, fileErr = g.Gitea.PullFiles(ctx, t.Repository, t.Number) })
+	}
+	wg.Wait()
+	if err := errors.Join(stErr, msgErr, fileErr); err != nil {
+		return fmt.Errorf("reading %s: %w", t, err)
+	}
+	in.Target, in.LiveHead = &st, st.Target.HeadSHA
+	in.TargetText = st.Title + "\n" + st.RecordBody
 	return nil
 }
 
@@ -223,26 +278,34 @@ func status(resp *gitea.Response) string {
 	return resp.Status
 }
 
-// commentBudget counts, in Gitea, the comments the caller's identity wrote on the claim's
-// target since the TaskClaim was created, and refuses the comment when it would exceed
-// the gateway's CommentBudget. Counting in Gitea holds across gateway replicas.
-func (g *Gateway) commentBudget(ctx context.Context, in claim.WriteInput, tc *fleetv1alpha1.TaskClaim, v claim.WriteVerdict) (claim.WriteVerdict, error) {
-	c := apiconv.Capability(tc)
-	if tc == nil || c == nil {
-		return claim.WriteVerdict{}, errors.New("an allowed comment without its capability")
+// reserveComment reserves the comment against the capability's budget (budget.go) and
+// refuses it when the budget is used up.
+func (g *Gateway) reserveComment(ctx context.Context, in claim.WriteInput, tc *fleetv1alpha1.TaskClaim, v claim.WriteVerdict) (*reservation, claim.WriteVerdict, error) {
+	if tc == nil {
+		return nil, claim.WriteVerdict{}, errors.New("an allowed comment without its claim")
 	}
-	t := claim.Target{Repository: c.Repository, Kind: c.Target.Kind, Number: c.Target.Number}
-	used, usedBytes, err := g.Gitea.CommentsBy(ctx, t, in.Identity, tc.CreationTimestamp.Time)
-	if err != nil {
-		return claim.WriteVerdict{}, err
-	}
-	next := 0
+	size := 0
 	for _, text := range in.Write.Text {
-		next += len(text)
+		size += len(text)
 	}
-	if !g.CommentBudget.Allows(used, usedBytes, next) {
-		return claim.WriteVerdict{Operation: v.Operation, Reason: claim.ReasonCommentBudget,
+	res, ok, err := g.budgets.reserve(ctx, tc, in.Identity, g.CommentBudget, size)
+	if err != nil {
+		return nil, claim.WriteVerdict{}, err
+	}
+	if !ok {
+		return nil, claim.WriteVerdict{Operation: v.Operation, Reason: claim.ReasonCommentBudget,
 			Message: claim.RefusalMessage(claim.ReasonCommentBudget), Claim: v.Claim}, nil
 	}
-	return v, nil
+	return res, v, nil
+}
+
+// seedBudget counts, in Gitea, the comments identity wrote on the claim's target since
+// the TaskClaim was created: what a capability's budget starts from.
+func (g *Gateway) seedBudget(ctx context.Context, tc *fleetv1alpha1.TaskClaim, identity string) (int, int, error) {
+	c := apiconv.Capability(tc)
+	if c == nil {
+		return 0, 0, errors.New("a comment without its capability")
+	}
+	t := claim.Target{Repository: c.Repository, Kind: c.Target.Kind, Number: c.Target.Number}
+	return g.Gitea.CommentsBy(ctx, t, identity, tc.CreationTimestamp.Time)
 }

@@ -64,7 +64,7 @@ func readRefUpdates(r *bufio.Reader) ([]claim.RefUpdate, []string, []byte, error
 		// ref is compared as those exact bytes.
 		oldID, rest, ok1 := strings.Cut(text, " ")
 		newID, ref, ok2 := strings.Cut(rest, " ")
-		if !ok1 || !ok2 || !isObjectID(oldID) || !isObjectID(newID) || !strings.HasPrefix(ref, "refs/") {
+		if !ok1 || !ok2 || !claim.IsObjectID(oldID) || !claim.IsObjectID(newID) || !strings.HasPrefix(ref, "refs/") {
 			return nil, nil, nil, fmt.Errorf("%w: bad command %q", errMalformedPush, text)
 		}
 		updates = append(updates, claim.RefUpdate{Old: oldID, New: newID, Ref: ref})
@@ -72,18 +72,6 @@ func readRefUpdates(r *bufio.Reader) ([]claim.RefUpdate, []string, []byte, error
 			return nil, nil, nil, fmt.Errorf("%w: more than %d commands", errMalformedPush, maxCommands)
 		}
 	}
-}
-
-func isObjectID(s string) bool {
-	if len(s) != 40 && len(s) != 64 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // pushReport answers a refused push the way git reports a rejected ref, so the worker's git
@@ -94,6 +82,8 @@ func isObjectID(s string) bool {
 type pushReport struct {
 	refs []claim.RefUpdate
 	caps []string
+	// pack is the spooled pack (nil for REST writes).
+	pack *spool
 }
 
 func (p pushReport) reportable() bool {

@@ -69,3 +69,22 @@ func TestServiceAccount(t *testing.T) {
 		}
 	}
 }
+
+func TestAddCapability(t *testing.T) {
+	adv := pkt("# service=git-receive-pack\n") + "0000" +
+		pkt(strings.Repeat("a", 40)+" refs/heads/main\x00report-status side-band-64k\n") +
+		pkt(strings.Repeat("b", 40)+" refs/heads/x\n") + "0000"
+	out, err := addCapability([]byte(adv), "no-thin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := pkt("# service=git-receive-pack\n") + "0000" +
+		pkt(strings.Repeat("a", 40)+" refs/heads/main\x00report-status side-band-64k no-thin\n") +
+		pkt(strings.Repeat("b", 40)+" refs/heads/x\n") + "0000"
+	if string(out) != want {
+		t.Fatalf("amended advertisement:\n%q\nwant\n%q", out, want)
+	}
+	if _, err := addCapability([]byte(pkt("# service=git-receive-pack\n")+"0000"+"0000"), "no-thin"); err == nil {
+		t.Fatal("an advertisement without capabilities was amended")
+	}
+}

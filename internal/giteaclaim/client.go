@@ -222,6 +222,7 @@ func issuePath(owner, name string, number int64) string {
 // HTTP. ContentVersion is a pointer so a server without it is detected.
 type rawIssue struct {
 	Number         int64  `json:"number"`
+	Title          string `json:"title"`
 	Body           string `json:"body"`
 	State          string `json:"state"`
 	ContentVersion *int64 `json:"content_version"`

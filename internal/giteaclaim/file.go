@@ -52,7 +52,8 @@ func (c *Client) PublishFile(ctx context.Context, repo, path string, content []b
 	switch {
 	case err == nil:
 		if cur.Type != "file" {
-			return FileCommit{}, fmt.Errorf("%w: %s in %s is a %s, not a file", ErrInvalidArgument, path, repo, cur.Type)
+			// A symlink or submodule where the file belongs: replaced by the file.
+			return c.replaceWithFile(ctx, owner, name, path, content, message, []*gitea.ChangeFileOperation{{Operation: "delete", Path: path, SHA: cur.SHA}})
 		}
 		existing, err := decodeContent(cur)
 		if err != nil {
@@ -84,11 +85,64 @@ func (c *Client) PublishFile(ctx context.Context, repo, path string, content []b
 		}
 		return fileCommit(path, fr)
 	case resp != nil && resp.Response != nil && resp.StatusCode == http.StatusOK:
-		// The SDK could not decode a single file: the path is a directory.
-		return FileCommit{}, fmt.Errorf("%w: %s in %s is not a file: %w", ErrInvalidArgument, path, repo, err)
+		// The SDK could not decode a single file: the path is a directory (a merged pull
+		// request may have put one there). The file replaces it.
+		ops, err := c.deletionsUnder(ctx, owner, name, path)
+		if err != nil {
+			return FileCommit{}, fmt.Errorf("%s in %s is not a file, and what is there cannot be read: %w", path, repo, err)
+		}
+		return c.replaceWithFile(ctx, owner, name, path, content, message, ops)
 	default:
 		return FileCommit{}, fmt.Errorf("reading %s in %s: %w", path, repo, apiErr)
 	}
+}
+
+// deletionsUnder lists a deletion of every file under dir on the default branch.
+func (c *Client) deletionsUnder(ctx context.Context, owner, name, dir string) ([]*gitea.ChangeFileOperation, error) {
+	sdk := c.SDK(ctx)
+	repo, resp, err := sdk.GetRepo(owner, name)
+	if err != nil {
+		return nil, sdkErr("GET", repoPath(owner, name), resp, err)
+	}
+	var ops []*gitea.ChangeFileOperation
+	for page := 1; ; page++ {
+		tree, resp, err := sdk.GetTrees(owner, name, gitea.ListTreeOptions{Ref: repo.DefaultBranch, Recursive: true,
+			ListOptions: gitea.ListOptions{Page: page, PageSize: listPageSize}})
+		if err != nil {
+			return nil, sdkErr("GET", repoPath(owner, name)+"/git/trees/"+repo.DefaultBranch, resp, err)
+		}
+		for _, e := range tree.Entries {
+			if e.Type != "tree" && strings.HasPrefix(e.Path, dir+"/") {
+				ops = append(ops, &gitea.ChangeFileOperation{Operation: "delete", Path: e.Path, SHA: e.SHA})
+			}
+		}
+		if !tree.Truncated || len(tree.Entries) == 0 {
+			break
+		}
+	}
+	if len(ops) == 0 {
+		return nil, fmt.Errorf("%w: nothing to delete under %s", ErrInvalidArgument, dir)
+	}
+	return ops, nil
+}
+
+// replaceWithFile removes what stands at path (deletions, one commit) and then creates
+// the file there (a second commit): Gitea cannot put a file where a directory is in one
+// change.
+func (c *Client) replaceWithFile(ctx context.Context, owner, name, path string, content []byte, message string, deletions []*gitea.ChangeFileOperation) (FileCommit, error) {
+	sdk := c.SDK(ctx)
+	contentsPath := repoPath(owner, name) + "/contents"
+	if _, resp, err := sdk.ChangeFiles(owner, name, gitea.ChangeFilesOptions{Files: deletions, Message: "Remove what stands where " + path + " belongs"}); err != nil {
+		return FileCommit{}, fmt.Errorf("clearing %s: %w", path, sdkErr("POST", contentsPath, resp, err))
+	}
+	fr, resp, err := sdk.CreateFile(owner, name, path, gitea.CreateFileOptions{
+		FileOptions: gitea.FileOptions{Message: message},
+		Content:     base64.StdEncoding.EncodeToString(content),
+	})
+	if err != nil {
+		return FileCommit{}, fmt.Errorf("creating %s: %w", path, sdkErr("POST", contentsPath+"/"+pathEscape(path), resp, err))
+	}
+	return fileCommit(path, fr)
 }
 
 // decodeContent returns the bytes of a file read through the contents API.

@@ -603,8 +603,21 @@ func TestPublishFileIsIdempotent(t *testing.T) {
 	if err != nil || string(raw) != string(v2) {
 		t.Fatalf("file on main = %q, %v; want %q", raw, err, v2)
 	}
-	if _, err := f.admin.PublishFile(ctx, f.repo, "policy", v1, ""); !errors.Is(err, ErrInvalidArgument) {
-		t.Fatalf("PublishFile onto a directory: err = %v, want ErrInvalidArgument", err)
+	// A directory where the file belongs (a merged pull request replaced the file by
+	// one) is replaced by the file: the path belongs to its publisher.
+	dir := path + ".d"
+	if _, err := f.admin.PublishFile(ctx, f.repo, dir+"/inner.txt", []byte("x\n"), "a directory in the way"); err != nil {
+		t.Fatal(err)
+	}
+	replaced, err := f.admin.PublishFile(ctx, f.repo, dir, v1, "Publish claim rules v1 over a directory")
+	if err != nil || !replaced.Changed {
+		t.Fatalf("PublishFile onto a directory = %+v, %v; want the directory replaced by the file", replaced, err)
+	}
+	if raw, err := f.admin.ReadFile(ctx, f.repo, dir); err != nil || string(raw) != string(v1) {
+		t.Fatalf("the file that replaced the directory reads %q, %v", raw, err)
+	}
+	if _, err := f.admin.ReadFile(ctx, f.repo, dir+"/inner.txt"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the directory's file is still there: %v", err)
 	}
 	if _, err := f.admin.PublishFile(ctx, "no-slash", path, v1, ""); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("PublishFile to a bad repository name: err = %v", err)

@@ -114,6 +114,7 @@ func (c *Client) ReadTarget(ctx context.Context, t claim.Target) (claim.TargetSt
 	st.Assignees = sortedUnique(is.assigneeLogins())
 	st.RecordVersion = *is.ContentVersion
 	st.RecordBody = is.Body
+	st.Title = is.Title
 	st.Dependencies = deps
 	for _, l := range is.Labels {
 		st.Labels = append(st.Labels, l.Name)
@@ -440,6 +441,11 @@ func (c *Client) Setup(ctx context.Context, repository string, logins []string) 
 		return claim.GiteaSetup{}, sdkErr("GET", repoPath(owner, name)+"/branch_protections", resp, err)
 	}
 	s := claim.GiteaSetup{DefaultBranch: repo.DefaultBranch, Workers: map[string]bool{}}
+	if v, resp, err := sdk.ServerVersion(); err != nil {
+		return claim.GiteaSetup{}, sdkErr("GET", "/version", resp, err)
+	} else {
+		s.Version = v
+	}
 	for _, r := range rules {
 		if r == nil {
 			continue

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
@@ -211,8 +212,11 @@ func setupGatewayBench(ctx context.Context, b *testing.B, cb *claimBench) gatewa
 		b.Fatal(err)
 	}
 	g := &gateway.Gateway{GiteaURL: cb.srv.URL, Repository: cb.repo, Reader: c, Authn: gateway.NewAuthenticator(c),
-		Credentials: gateway.NewCredentials(c, creds, cb.gc), Gitea: cb.gc, Recorder: testenv.Discard, Clock: clock.RealClock{},
-		Rate: 1e6, Burst: 1e6}
+		Credentials: gateway.NewCredentials(c, creds, cb.gc), Gitea: cb.gc, Recorder: testenv.Discard, Client: c, Clock: clock.RealClock{},
+		Rate: 1e6, Burst: 1e6,
+		// Every sample comments on one issue under one capability: a budget that holds
+		// them all (the budget's compare-and-swap is still paid on every comment).
+		CommentBudget: claim.CommentBudget{Comments: 1 << 20, Bytes: 1 << 30}}
 	h, err := g.Handler()
 	if err != nil {
 		b.Fatal(err)
