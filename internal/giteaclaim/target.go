@@ -441,11 +441,11 @@ func (c *Client) Setup(ctx context.Context, repository string, logins []string) 
 		return claim.GiteaSetup{}, sdkErr("GET", repoPath(owner, name)+"/branch_protections", resp, err)
 	}
 	s := claim.GiteaSetup{DefaultBranch: repo.DefaultBranch, Workers: map[string]bool{}}
-	if v, resp, err := sdk.ServerVersion(); err != nil {
+	version, resp, err := sdk.ServerVersion()
+	if err != nil {
 		return claim.GiteaSetup{}, sdkErr("GET", "/version", resp, err)
-	} else {
-		s.Version = v
 	}
+	s.Version = version
 	for _, r := range rules {
 		if r == nil {
 			continue
