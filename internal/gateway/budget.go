@@ -10,8 +10,10 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
@@ -212,4 +214,87 @@ func setBudgetCounts(lease *coordinationv1.Lease, count, size int) {
 	}
 	lease.Annotations[budgetCommentsAnnotation] = strconv.Itoa(count)
 	lease.Annotations[budgetBytesAnnotation] = strconv.Itoa(size)
+}
+
+// claimsRead is a read of a namespace's TaskClaims from the API server, in flight.
+type claimsRead struct {
+	done chan struct{}
+	list *fleetv1alpha1.TaskClaimList
+	err  error
+}
+
+// readClaims starts reading the TaskClaims of namespace.
+func (g *Gateway) readClaims(ctx context.Context, namespace string) *claimsRead {
+	cr := &claimsRead{done: make(chan struct{}), list: &fleetv1alpha1.TaskClaimList{}}
+	go func() {
+		defer close(cr.done)
+		cr.err = g.Reader.List(ctx, cr.list, client.InNamespace(namespace))
+	}()
+	return cr
+}
+
+func (cr *claimsRead) wait() (*fleetv1alpha1.TaskClaimList, error) {
+	<-cr.done
+	return cr.list, cr.err
+}
+
+// speculativeReservation is a comment reserved on the claim the cache names while the
+// authoritative claims are still being read.
+type speculativeReservation struct {
+	uid   types.UID
+	done  chan struct{}
+	res   *reservation
+	ok    bool
+	err   error
+	taken bool
+}
+
+// speculate reserves the comment on the caller's Active claim of the route's number as
+// the cache has it (nil when the cache names none).
+func (g *Gateway) speculate(ctx context.Context, wr *fleetv1alpha1.WorkerRegistration, rt claim.Route, w claim.Write) *speculativeReservation {
+	list := &fleetv1alpha1.TaskClaimList{}
+	if err := g.Cache.List(ctx, list, client.InNamespace(wr.Namespace)); err != nil {
+		return nil
+	}
+	for i := range list.Items {
+		tc := &list.Items[i]
+		c := tc.Status.Capability
+		if tc.Spec.Worker != wr.Name || tc.Status.Phase != fleetv1alpha1.ClaimPhaseActive || c == nil || c.Target.Number != rt.Number {
+			continue
+		}
+		s := &speculativeReservation{uid: tc.UID, done: make(chan struct{})}
+		go func() {
+			defer close(s.done)
+			s.res, s.ok, s.err = g.budgets.reserve(context.WithoutCancel(ctx), tc, wr.Spec.Identity, g.CommentBudget, commentSize(w))
+		}()
+		return s
+	}
+	return nil
+}
+
+// take reports whether the reservation was made on tc, and then hands it over: its
+// outcome is in res, ok and err.
+func (s *speculativeReservation) take(tc *fleetv1alpha1.TaskClaim) bool {
+	if s == nil || tc == nil || s.uid != tc.UID {
+		return false
+	}
+	<-s.done
+	s.taken = true
+	return true
+}
+
+// discard gives back a reservation nobody took (the write was refused, or decided on
+// another claim).
+func (s *speculativeReservation) discard(ctx context.Context) {
+	if s == nil || s.taken {
+		return
+	}
+	go func() {
+		<-s.done
+		if s.res != nil {
+			if err := s.res.release(context.WithoutCancel(ctx)); err != nil {
+				logf.FromContext(ctx).Error(err, "Cannot give back a comment reserved for a write that was not forwarded")
+			}
+		}
+	}()
 }

@@ -317,6 +317,12 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	if routed && !rt.Mutation() {
 		reader = g.Cache
 	}
+	// A REST mutation is decided on the caller's claims read from the API server: that
+	// read starts now, beside the registration's.
+	var early *claimsRead
+	if routed && rt.Mutation() && rt.Body != claim.BodyReceivePack {
+		early = g.readClaims(ctx, caller.Namespace)
+	}
 	wr := &fleetv1alpha1.WorkerRegistration{}
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: caller.Namespace, Name: caller.Name}, wr); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -350,7 +356,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, actingKey{}, a)))
 		return
 	}
-	g.mutate(w, r.WithContext(context.WithValue(ctx, actingKey{}, a)), rt, wr)
+	g.mutate(w, r.WithContext(context.WithValue(ctx, actingKey{}, a)), rt, wr, early)
 }
 
 func sameRepository(a, b string) bool {

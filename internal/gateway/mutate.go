@@ -13,7 +13,6 @@ import (
 	"sync"
 
 	"code.gitea.io/sdk/gitea"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
@@ -22,11 +21,18 @@ import (
 )
 
 // mutate decides one mutation at the moment of the write and forwards it when allowed.
-func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route, wr *fleetv1alpha1.WorkerRegistration) {
+func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route, wr *fleetv1alpha1.WorkerRegistration, early *claimsRead) {
 	ctx := r.Context()
 	write := claim.Write{Route: rt}
 	forward, length, push, status, err := g.readWrite(w, r, &write, wr)
 	defer push.pack.close()
+	// A comment's budget is reserved while the claims are read, on the claim the cache
+	// names; the decision keeps the reservation only when it picks that same claim.
+	var spec *speculativeReservation
+	if err == nil && rt.Body == claim.BodyComment {
+		spec = g.speculate(ctx, wr, rt, write)
+	}
+	defer spec.discard(ctx)
 	if err != nil {
 		logf.FromContext(ctx).Info("Refusing a mutation whose body cannot be read", "error", err.Error())
 		if status == http.StatusRequestEntityTooLarge {
@@ -38,10 +44,14 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 		return
 	}
 
-	// Authoritative state, read now: the caller's claims from the API server, and what
-	// the decision needs from Gitea.
-	list := &fleetv1alpha1.TaskClaimList{}
-	if err := g.Reader.List(ctx, list, client.InNamespace(wr.Namespace)); err != nil {
+	// Authoritative state, read now: the caller's claims from the API server (for a REST
+	// write, read while the registration was; a push's after its whole pack arrived), and
+	// what the decision needs from Gitea.
+	if early == nil || push.pack != nil {
+		early = g.readClaims(ctx, wr.Namespace)
+	}
+	list, err := early.wait()
+	if err != nil {
 		g.failWrite(w, r, rt.Operation, err)
 		return
 	}
@@ -80,7 +90,7 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 	tc := own[v.Claim]
 	var reserved *reservation
 	if v.Allowed && rt.Body == claim.BodyComment {
-		if reserved, v, err = g.reserveComment(ctx, in, tc, v); err != nil {
+		if reserved, v, err = g.reserveComment(ctx, in, tc, v, spec); err != nil {
 			g.failWrite(w, r, rt.Operation, err)
 			return
 		}
@@ -279,24 +289,40 @@ func status(resp *gitea.Response) string {
 }
 
 // reserveComment reserves the comment against the capability's budget (budget.go) and
-// refuses it when the budget is used up.
-func (g *Gateway) reserveComment(ctx context.Context, in claim.WriteInput, tc *fleetv1alpha1.TaskClaim, v claim.WriteVerdict) (*reservation, claim.WriteVerdict, error) {
+// refuses it when the budget is used up. A speculative reservation made on the same claim
+// is taken over; any other is given back.
+func (g *Gateway) reserveComment(ctx context.Context, in claim.WriteInput, tc *fleetv1alpha1.TaskClaim, v claim.WriteVerdict,
+	spec *speculativeReservation) (*reservation, claim.WriteVerdict, error) {
 	if tc == nil {
 		return nil, claim.WriteVerdict{}, errors.New("an allowed comment without its claim")
 	}
-	size := 0
-	for _, text := range in.Write.Text {
-		size += len(text)
+	refused := claim.WriteVerdict{Operation: v.Operation, Reason: claim.ReasonCommentBudget,
+		Message: claim.RefusalMessage(claim.ReasonCommentBudget), Claim: v.Claim}
+	if spec.take(tc) {
+		switch {
+		case spec.err != nil:
+			return nil, claim.WriteVerdict{}, spec.err
+		case !spec.ok:
+			return nil, refused, nil
+		}
+		return spec.res, v, nil
 	}
-	res, ok, err := g.budgets.reserve(ctx, tc, in.Identity, g.CommentBudget, size)
+	res, ok, err := g.budgets.reserve(ctx, tc, in.Identity, g.CommentBudget, commentSize(in.Write))
 	if err != nil {
 		return nil, claim.WriteVerdict{}, err
 	}
 	if !ok {
-		return nil, claim.WriteVerdict{Operation: v.Operation, Reason: claim.ReasonCommentBudget,
-			Message: claim.RefusalMessage(claim.ReasonCommentBudget), Claim: v.Claim}, nil
+		return nil, refused, nil
 	}
 	return res, v, nil
+}
+
+func commentSize(w claim.Write) int {
+	size := 0
+	for _, text := range w.Text {
+		size += len(text)
+	}
+	return size
 }
 
 // seedBudget counts, in Gitea, the comments identity wrote on the claim's target since
