@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -30,16 +32,61 @@ var credentialEnv = []string{"KUBECONFIG", "FLEET_GITEA_TOKEN_FILE", "GITEA_TOKE
 type childCredentials struct {
 	dir       string // private folder: kubeconfig and token
 	expiresAt time.Time
+	// owner, when set, is the OS user the command runs as: it owns the folder and files.
+	owner *osUser
 }
 
 // newChildCredentials makes the private folder the command's kubeconfig will be written
-// to (the path goes into the command's environment before it starts).
-func newChildCredentials() (*childCredentials, error) {
+// to (the path goes into the command's environment before it starts), owned by owner when
+// the command runs as another OS user.
+func newChildCredentials(owner *osUser) (*childCredentials, error) {
 	dir, err := os.MkdirTemp("", "kubectl-fleet-run-")
 	if err != nil {
 		return nil, err
 	}
-	return &childCredentials{dir: dir}, nil
+	cc := &childCredentials{dir: dir, owner: owner}
+	if err := cc.own(dir); err != nil {
+		cc.remove()
+		return nil, err
+	}
+	return cc, nil
+}
+
+// own hands path to the command's OS user, when it has one of its own.
+func (cc *childCredentials) own(path string) error {
+	if cc.owner == nil {
+		return nil
+	}
+	if err := os.Chown(path, int(cc.owner.uid), int(cc.owner.gid)); err != nil {
+		return fmt.Errorf("handing %s to user %s: %w", path, cc.owner.name, err)
+	}
+	return nil
+}
+
+// osUser is the OS user a command runs as.
+type osUser struct {
+	name     string
+	uid, gid uint32
+	home     string
+}
+
+// lookupOSUser finds a user by name or numeric id.
+func lookupOSUser(spec string) (*osUser, error) {
+	u, err := user.Lookup(spec)
+	if err != nil {
+		if u, err = user.LookupId(spec); err != nil {
+			return nil, usageErrorf("--as-user %s: no such user", spec)
+		}
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err1 != nil || err2 != nil {
+		return nil, usageErrorf("--as-user %s: user ids %s:%s are not numbers", spec, u.Uid, u.Gid)
+	}
+	if os.Geteuid() != 0 {
+		return nil, usageErrorf("--as-user %s: only a launcher running as root can start a command as another user", spec)
+	}
+	return &osUser{name: u.Username, uid: uint32(uid), gid: uint32(gid), home: u.HomeDir}, nil
 }
 
 // write mints the first token of ServiceAccount ns/name and writes the kubeconfig that
@@ -63,7 +110,7 @@ func (cc *childCredentials) write(ctx context.Context, c client.Client, cfg *res
 	if err := clientcmd.WriteToFile(*kc, cc.kubeconfig()); err != nil {
 		return fmt.Errorf("writing the command's kubeconfig: %w", err)
 	}
-	return nil
+	return cc.own(cc.kubeconfig())
 }
 
 func (cc *childCredentials) kubeconfig() string { return filepath.Join(cc.dir, "kubeconfig") }
@@ -77,6 +124,9 @@ func (cc *childCredentials) renew(ctx context.Context, c client.Client, ns, name
 	}
 	tmp := cc.tokenPath() + ".new"
 	if err := os.WriteFile(tmp, []byte(tr.Status.Token), 0o600); err != nil {
+		return err
+	}
+	if err := cc.own(tmp); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, cc.tokenPath()); err != nil {

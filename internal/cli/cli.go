@@ -70,6 +70,9 @@ type Options struct {
 	// Poll is how often a wait re-reads its object when it cannot watch it (a wait
 	// normally follows the object through a watch).
 	Poll time.Duration
+	// Self is the binary run starts as the helper that becomes the worker's command
+	// (os.Executable() when empty).
+	Self string
 
 	client client.Client
 }

@@ -48,6 +48,7 @@ func RunExecShim() (code int, ok bool) { return runExecShim() }
 func newRunCommand(o *Options) *cobra.Command {
 	var f registerFlags
 	var every time.Duration
+	var asUser string
 	isolate := true
 	cmd := &cobra.Command{
 		Use:   "run --identity LOGIN --repository OWNER/NAME -- CMD [ARG...]",
@@ -96,21 +97,36 @@ printed on stderr.`,
 			if isolate && !f.serviceAccount {
 				return usageErrorf("--isolate needs the worker's ServiceAccount: drop --service-account=false, or pass --isolate=false")
 			}
-			return o.runWorker(cmd, c, &f, ns, path, args, every, isolate)
+			var as *osUser
+			if asUser != "" {
+				if !isolate {
+					return usageErrorf("--as-user needs --isolate: the command gets the worker's own kubeconfig, readable by that user")
+				}
+				if as, err = lookupOSUser(asUser); err != nil {
+					return err
+				}
+			}
+			return o.runWorker(cmd, c, &f, ns, path, args, every, isolate, as)
 		},
 	}
 	f.add(cmd, false)
 	cmd.Flags().BoolVar(&isolate, "isolate", true,
 		"Give CMD a kubeconfig of the worker's own ServiceAccount instead of the launcher's credentials.")
 	cmd.Flags().DurationVar(&every, "every", 0, "Heartbeat interval (default: a third of --ttl).")
+	cmd.Flags().StringVar(&asUser, "as-user", "",
+		"Run CMD as this OS user (name or uid; the launcher must run as root), so it cannot read the launcher's environment or files.")
 	return cmd
 }
 
-func (o *Options) runWorker(cmd *cobra.Command, c client.Client, f *registerFlags, ns, path string, args []string, every time.Duration, isolate bool) error {
+func (o *Options) runWorker(cmd *cobra.Command, c client.Client, f *registerFlags, ns, path string, args []string, every time.Duration,
+	isolate bool, as *osUser) error {
 	ctx := cmd.Context()
-	self, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding kubectl-fleet's own binary: %w", err)
+	self := o.Self
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return fmt.Errorf("finding kubectl-fleet's own binary: %w", err)
+		}
 	}
 	inst := newInstanceID()
 	name := f.name
@@ -128,11 +144,15 @@ func (o *Options) runWorker(cmd *cobra.Command, c client.Client, f *registerFlag
 	if isolate {
 		// The kubeconfig's path is fixed now; it is written, with its first token, once
 		// the worker is registered, and the command only starts after that (the gate).
-		if creds, err = newChildCredentials(); err != nil {
+		if creds, err = newChildCredentials(as); err != nil {
 			return err
 		}
 		defer creds.remove()
 		child.Env = append(withoutEnv(child.Env, credentialEnv...), "KUBECONFIG="+creds.kubeconfig())
+	}
+	if as != nil {
+		child.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: as.uid, Gid: as.gid}}
+		child.Env = append(withoutEnv(child.Env, "HOME", "USER", "LOGNAME"), "HOME="+as.home, "USER="+as.name, "LOGNAME="+as.name)
 	}
 	child.ExtraFiles = []*os.File{gateR}
 	// The command's stderr and this launcher's messages share one writer.

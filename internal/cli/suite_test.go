@@ -91,8 +91,37 @@ func (g giteaSwitch) RoundTrip(req *http.Request) (*http.Response, error) {
 	return base.RoundTrip(req)
 }
 
+// selfBinary is a copy of this test binary in a folder every user may enter: run starts
+// it as its helper, which becomes the worker's command, possibly as another OS user
+// (go test builds into a folder only its user may enter).
+var selfBinary string
+
+func copySelf() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "fleet-cli-self-")
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(self)
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, filepath.Base(self))
+	return out, os.WriteFile(out, b, 0o755)
+}
+
 var _ = BeforeSuite(func() {
 	testenv.SetLogger(GinkgoWriter)
+	var copyErr error
+	selfBinary, copyErr = copySelf()
+	Expect(copyErr).NotTo(HaveOccurred())
+	DeferCleanup(func() { _ = os.RemoveAll(filepath.Dir(selfBinary)) })
 	SetDefaultEventuallyTimeout(60 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	ctx, cancel = context.WithCancel(context.Background())
@@ -222,6 +251,7 @@ func fleetPolling(ctx context.Context, kubeconfig, ns string, environ map[string
 	o := cli.NewOptions(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
 	o.Getenv = func(k string) string { return environ[k] }
 	o.Poll = poll
+	o.Self = selfBinary
 	code := cli.Execute(ctx, o, append([]string{"--kubeconfig", kubeconfig, "-n", ns}, args...))
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
 }

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -161,6 +162,28 @@ exit 0`
 		Expect(r.stdout).To(ContainSubstring("claims=yes"), "the command can do what its worker may")
 		Expect(r.stdout).To(ContainSubstring("own-token=yes"), "the command mints its own gateway token")
 		Expect(r.stdout).To(ContainSubstring("other-token=refused"), "the command cannot mint another ServiceAccount's token")
+
+		By("--as-user runs the command as another OS user, who cannot read the launcher's environment")
+		GinkgoT().Setenv("FLEET_LAUNCHER_SECRET", "launcher-only")
+		asUser := `echo "uid=$(id -u)"
+cat /proc/$PPID/environ >/dev/null 2>&1 && echo environ=read || echo environ=refused
+[ -r "$KUBECONFIG" ] && echo kubeconfig=readable
+for i in $(seq 50); do [ "$(kubectl auth can-i create taskclaims.fleet.giteatools.dev -n ` + ns + ` 2>/dev/null)" = yes ] && break; sleep 0.2; done
+echo "claims=$(kubectl auth can-i create taskclaims.fleet.giteatools.dev -n ` + ns + ` 2>/dev/null)"
+exit 0`
+		r = fleetCmd(ctx, ns, nil, "run", "--as-user", "nobody", "--identity", "bot-user", "--repository", repo, "--host-id", testHostID, "--", "sh", "-c", asUser)
+		if os.Geteuid() != 0 {
+			Expect(r.code).To(Equal(cli.ExitUsage), "%s", r)
+			Expect(r.stderr).To(ContainSubstring("only a launcher running as root"))
+		} else {
+			Expect(r.code).To(Equal(cli.ExitOK), "%s", r)
+			Expect(r.stdout).NotTo(ContainSubstring("uid=0\n"), "the command runs as nobody")
+			Expect(r.stdout).To(ContainSubstring("environ=refused"), "the command cannot read the launcher's environment")
+			Expect(r.stdout).To(ContainSubstring("kubeconfig=readable"), "the command reads its own kubeconfig")
+			Expect(r.stdout).To(ContainSubstring("claims=yes"), "and acts as its worker with it")
+		}
+		r = fleetCmd(ctx, ns, nil, "run", "--as-user", "no-such-user-here", "--identity", "bot-user", "--repository", repo, "--host-id", testHostID, "--", "true")
+		Expect(r.code).To(Equal(cli.ExitUsage), "%s", r)
 
 		By("the control: --isolate=false hands the command the launcher's credentials")
 		r = fleetCmd(ctx, ns, nil, "run", "--isolate=false", "--identity", "bot-iso", "--repository", repo, "--host-id", testHostID, "--", "sh", "-c", script)

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
@@ -211,7 +212,22 @@ func setupGatewayBench(ctx context.Context, b *testing.B, cb *claimBench) gatewa
 	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
 		b.Fatal(err)
 	}
-	g := &gateway.Gateway{GiteaURL: cb.srv.URL, Repository: cb.repo, Reader: c, Authn: gateway.NewAuthenticator(c),
+	// The gateway's cache, as cmd/ gives it the manager's informers: reads and the
+	// comment budget's speculative reservation consult it.
+	informers, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { _ = informers.Start(ctx) }()
+	for _, obj := range []client.Object{&fleetv1alpha1.TaskClaim{}, &fleetv1alpha1.WorkerRegistration{}} {
+		if _, err := informers.GetInformer(ctx, obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if !informers.WaitForCacheSync(ctx) {
+		b.Fatal("the gateway's cache never synced")
+	}
+	g := &gateway.Gateway{GiteaURL: cb.srv.URL, Repository: cb.repo, Reader: c, Cache: informers, Authn: gateway.NewAuthenticator(c),
 		Credentials: gateway.NewCredentials(c, creds, cb.gc), Gitea: cb.gc, Recorder: testenv.Discard, Client: c, Clock: clock.RealClock{},
 		Rate: 1e6, Burst: 1e6,
 		// Every sample comments on one issue under one capability: a budget that holds
