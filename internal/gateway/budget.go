@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -223,15 +224,21 @@ type claimsRead struct {
 	err  error
 }
 
-// readClaims starts reading the TaskClaims of namespace.
-func (g *Gateway) readClaims(ctx context.Context, namespace string) *claimsRead {
+// readClaims starts reading the caller's TaskClaims (those of namespace whose spec.worker
+// is worker) from the API server, which selects them (the CRD's selectable field): a
+// namespace of many workers' claims costs one worker's.
+func (g *Gateway) readClaims(ctx context.Context, namespace, worker string) *claimsRead {
 	cr := &claimsRead{done: make(chan struct{}), list: &fleetv1alpha1.TaskClaimList{}}
 	go func() {
 		defer close(cr.done)
-		cr.err = g.Reader.List(ctx, cr.list, client.InNamespace(namespace))
+		cr.err = g.Reader.List(ctx, cr.list, client.InNamespace(namespace),
+			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(fieldWorker, worker)})
 	}()
 	return cr
 }
+
+// fieldWorker is the TaskClaim's selectable spec.worker field.
+const fieldWorker = "spec.worker"
 
 func (cr *claimsRead) wait() (*fleetv1alpha1.TaskClaimList, error) {
 	<-cr.done
@@ -253,7 +260,8 @@ type speculativeReservation struct {
 // the cache has it (nil when the cache names none).
 func (g *Gateway) speculate(ctx context.Context, wr *fleetv1alpha1.WorkerRegistration, rt claim.Route, w claim.Write) *speculativeReservation {
 	list := &fleetv1alpha1.TaskClaimList{}
-	if err := g.Cache.List(ctx, list, client.InNamespace(wr.Namespace)); err != nil {
+	// Read only: the cache's objects are not copied.
+	if err := g.Cache.List(ctx, list, client.InNamespace(wr.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	for i := range list.Items {

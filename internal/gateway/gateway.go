@@ -321,7 +321,7 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	// read starts now, beside the registration's.
 	var early *claimsRead
 	if routed && rt.Mutation() && rt.Body != claim.BodyReceivePack {
-		early = g.readClaims(ctx, caller.Namespace)
+		early = g.readClaims(ctx, caller.Namespace, caller.Name)
 	}
 	wr := &fleetv1alpha1.WorkerRegistration{}
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: caller.Namespace, Name: caller.Name}, wr); err != nil {

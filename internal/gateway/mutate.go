@@ -48,7 +48,7 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 	// write, read while the registration was; a push's after its whole pack arrived), and
 	// what the decision needs from Gitea.
 	if early == nil || push.pack != nil {
-		early = g.readClaims(ctx, wr.Namespace)
+		early = g.readClaims(ctx, wr.Namespace, wr.Name)
 	}
 	list, err := early.wait()
 	if err != nil {

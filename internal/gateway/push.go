@@ -108,7 +108,7 @@ func (s *spool) close() {
 func (g *Gateway) pushDeadline(ctx context.Context, w http.ResponseWriter, wr *fleetv1alpha1.WorkerRegistration) {
 	deadline := g.Clock.Now().Add(PushReadTimeout)
 	list := &fleetv1alpha1.TaskClaimList{}
-	if err := g.Cache.List(ctx, list, client.InNamespace(wr.Namespace)); err == nil {
+	if err := g.Cache.List(ctx, list, client.InNamespace(wr.Namespace), client.UnsafeDisableDeepCopy); err == nil {
 		var latest time.Time
 		for _, tc := range list.Items {
 			if tc.Spec.Worker == wr.Name && tc.Status.Phase == fleetv1alpha1.ClaimPhaseActive && tc.Status.Capability != nil &&
