@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/user"
+	osuser "os/user"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -72,9 +72,9 @@ type osUser struct {
 
 // lookupOSUser finds a user by name or numeric id.
 func lookupOSUser(spec string) (*osUser, error) {
-	u, err := user.Lookup(spec)
+	u, err := osuser.Lookup(spec)
 	if err != nil {
-		if u, err = user.LookupId(spec); err != nil {
+		if u, err = osuser.LookupId(spec); err != nil {
 			return nil, usageErrorf("--as-user %s: no such user", spec)
 		}
 	}
