@@ -80,7 +80,13 @@ var _ = Describe("The shipped DaemonSet", Ordered, func() {
 			Expect(c.SecurityContext.Capabilities.Drop).To(ContainElement(corev1.Capability("ALL")), node)
 			Expect(p.Spec.SecurityContext.RunAsNonRoot).To(HaveValue(BeTrue()), node)
 			for _, v := range p.Spec.Volumes {
-				Expect(v.EmptyDir).To(BeNil(), "no writable scratch volume on %s: the manager needs none", node)
+				if v.EmptyDir == nil {
+					continue
+				}
+				// The one writable scratch volume: /tmp, where the gateway spools a large
+				// push's pack, bounded.
+				Expect(v.Name).To(Equal("tmp"), "no other writable scratch volume on %s", node)
+				Expect(v.EmptyDir.SizeLimit).NotTo(BeNil(), "the scratch volume on %s is bounded", node)
 			}
 		}
 		// Stays up: a crash at start (as when envtest's init wanted a writable /tmp)
