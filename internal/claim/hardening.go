@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
+
+	"golang.org/x/mod/semver"
 )
 
 // BranchRule is one branch protection rule of the repository as Gitea reports it.
@@ -78,37 +79,17 @@ func CheckHardening(s GiteaSetup) []string {
 	return out
 }
 
-// versionAtLeast reports whether version (such as "1.27.3" or "v1.28.0-dev+12") is at
-// least min, comparing major, minor and patch numbers; an unreadable version is not.
+// versionAtLeast reports whether version (as Gitea reports it: "1.27.3", "v1.28.0-dev+12")
+// is at least min, by semantic-version precedence (a pre-release is older than its
+// release); an unreadable version is not.
 func versionAtLeast(version, min string) bool {
-	parse := func(v string) ([3]int, bool) {
-		v = strings.TrimPrefix(strings.TrimSpace(v), "v")
-		if i := strings.IndexAny(v, "-+ "); i >= 0 {
-			v = v[:i]
+	canon := func(v string) string {
+		v = strings.TrimSpace(v)
+		if !strings.HasPrefix(v, "v") {
+			v = "v" + v
 		}
-		parts := strings.Split(v, ".")
-		var out [3]int
-		if len(parts) < 2 || len(parts) > 3 {
-			return out, false
-		}
-		for i, p := range parts {
-			n, err := strconv.Atoi(p)
-			if err != nil || n < 0 {
-				return out, false
-			}
-			out[i] = n
-		}
-		return out, true
+		return v
 	}
-	have, ok1 := parse(version)
-	want, ok2 := parse(min)
-	if !ok1 || !ok2 {
-		return false
-	}
-	for i := range have {
-		if have[i] != want[i] {
-			return have[i] > want[i]
-		}
-	}
-	return true
+	have, want := canon(version), canon(min)
+	return semver.IsValid(have) && semver.IsValid(want) && semver.Compare(have, want) >= 0
 }

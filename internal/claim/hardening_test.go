@@ -29,6 +29,8 @@ func TestCheckHardening(t *testing.T) {
 		{"an unreadable version", GiteaSetup{DefaultBranch: "main", Rules: []BranchRule{protected}, Workers: workers, Version: "dev"},
 			[]string{"older than 1.27.3"}},
 		{"a newer Gitea", GiteaSetup{DefaultBranch: "main", Rules: []BranchRule{protected}, Workers: workers, Version: "v1.28.0-dev+12-gabc"}, nil},
+		{"a release candidate of 1.27.3", GiteaSetup{DefaultBranch: "main", Rules: []BranchRule{protected}, Workers: workers, Version: "1.27.3-rc1"},
+			[]string{"older than 1.27.3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

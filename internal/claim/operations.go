@@ -558,6 +558,32 @@ func ProtectedPath(p string) bool {
 	return p == ProtectedDir || strings.HasPrefix(p, ProtectedDir+"/")
 }
 
+// TreeEntry is one entry of a git tree: its name, mode (octal, without leading zeros)
+// and object id.
+type TreeEntry struct {
+	Name, Mode, ID string
+}
+
+// ProtectedDirChanged reports whether a commit's root tree, given by its entries,
+// changes ProtectedDir against the default branch's entry (mode and id, both "" when the
+// default branch has none): the entry edited, replaced, added or removed, or spelt twice
+// (".fleet" and ".FLEET", which a case-insensitive checkout folds into one).
+func ProtectedDirChanged(root []TreeEntry, defaultMode, defaultID string) bool {
+	var found []TreeEntry
+	for _, e := range root {
+		if ProtectedPath(e.Name) {
+			found = append(found, e)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return defaultMode != "" || defaultID != ""
+	case 1:
+		return strings.TrimLeft(found[0].Mode, "0") != strings.TrimLeft(defaultMode, "0") || found[0].ID != defaultID
+	}
+	return true
+}
+
 // checkTexts applies the rules every text a permitted write carries must meet: each
 // reference names an item the capability covers (the target; for a pull request, also
 // the issues its own title and body name), and nothing the write lands, or a merge

@@ -149,6 +149,32 @@ func TestProtectedPath(t *testing.T) {
 	}
 }
 
+func TestProtectedDirChanged(t *testing.T) {
+	const tree, other = "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
+	readme := TreeEntry{Name: "README.md", Mode: "100644", ID: other}
+	fleet := TreeEntry{Name: ".fleet", Mode: "40000", ID: tree}
+	cases := []struct {
+		name       string
+		root       []TreeEntry
+		mode, id   string
+		wantChange bool
+	}{
+		{"unchanged", []TreeEntry{readme, fleet}, "40000", tree, false},
+		{"unchanged, mode with a leading zero", []TreeEntry{readme, fleet}, "040000", tree, false},
+		{"edited", []TreeEntry{readme, {Name: ".fleet", Mode: "40000", ID: other}}, "40000", tree, true},
+		{"replaced by a file", []TreeEntry{readme, {Name: ".fleet", Mode: "100644", ID: tree}}, "40000", tree, true},
+		{"deleted", []TreeEntry{readme}, "40000", tree, true},
+		{"added where there was none", []TreeEntry{readme, fleet}, "", "", true},
+		{"absent on both", []TreeEntry{readme}, "", "", false},
+		{"a second spelling", []TreeEntry{readme, fleet, {Name: ".FLEET", Mode: "40000", ID: other}}, "40000", tree, true},
+	}
+	for _, tc := range cases {
+		if got := ProtectedDirChanged(tc.root, tc.mode, tc.id); got != tc.wantChange {
+			t.Errorf("%s: ProtectedDirChanged = %v, want %v", tc.name, got, tc.wantChange)
+		}
+	}
+}
+
 // The oracle below is a strict reading of what Gitea links (written from its behaviour:
 // the boundaries before and after a reference, cross-repository names, links to issues on
 // the server itself, here http://gitea.local).

@@ -299,13 +299,19 @@ func eventNotes(kind, ns, name string) []string {
 
 // gitRun runs git in dir with an isolated configuration and returns its combined output.
 func gitRun(dir string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", args...)
+	out, err := execIn(dir, "git", args...).CombinedOutput()
+	return string(out), err
+}
+
+// execIn prepares a command in dir with an isolated git configuration (its own HOME, no
+// system configuration, no prompts).
+func execIn(dir, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
 	home := filepath.Join(dir, ".home")
 	_ = os.MkdirAll(home, 0o700)
 	cmd.Env = append(os.Environ(), "HOME="+home, "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return cmd
 }
 
 // cloneVia clones the repository through the gateway as w into a fresh folder.
@@ -321,12 +327,20 @@ func (w *worker) cloneVia() string {
 func (w *worker) commitAndPush(dir, ref string) (string, error) {
 	GinkgoHelper()
 	f := testgitea.RandomHex(4) + ".txt"
-	Expect(os.WriteFile(filepath.Join(dir, f), []byte("work\n"), 0o600)).To(Succeed())
-	out, err := gitRun(dir, "add", f)
+	return w.commitPush(dir, ref, "Add "+f, func() {
+		Expect(os.WriteFile(filepath.Join(dir, f), []byte("work\n"), 0o600)).To(Succeed())
+	})
+}
+
+// commitPush commits what change does in dir with message, authored and committed as
+// the worker's Gitea account (its e-mail, so independence can attribute the commit), and
+// pushes HEAD to ref through the gateway as w.
+func (w *worker) commitPush(dir, ref, message string, change func()) (string, error) {
+	GinkgoHelper()
+	change()
+	out, err := gitRun(dir, "add", "-A")
 	Expect(err).NotTo(HaveOccurred(), out)
-	// Authored and committed as the worker's Gitea account (its e-mail), so independence
-	// can attribute the commit.
-	out, err = gitRun(dir, "-c", "user.name="+w.identity, "-c", "user.email="+w.identity+"@example.invalid", "commit", "-q", "-m", "Add "+f)
+	out, err = gitRun(dir, "-c", "user.name="+w.identity, "-c", "user.email="+w.identity+"@example.invalid", "commit", "-q", "-m", message)
 	Expect(err).NotTo(HaveOccurred(), out)
 	return gitRun(dir, "-c", "http.extraHeader=Authorization: Bearer "+w.saToken, "push", "origin", "HEAD:"+ref)
 }

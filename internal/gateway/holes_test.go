@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -60,18 +59,6 @@ func branchExists(branch string) bool {
 	GinkgoHelper()
 	a := do(srv.URL, http.MethodGet, apiPath("/branches/%s", branch), "token "+srv.Token, nil)
 	return a.status == http.StatusOK
-}
-
-// commitPush commits what change does in dir with message and pushes HEAD to ref
-// through the gateway as w.
-func (w *worker) commitPush(dir, ref, message string, change func()) (string, error) {
-	GinkgoHelper()
-	change()
-	out, err := gitRun(dir, "add", "-A")
-	Expect(err).NotTo(HaveOccurred(), out)
-	out, err = gitRun(dir, "-c", "user.name="+w.identity, "-c", "user.email="+w.identity+"@example.invalid", "commit", "-q", "-m", message)
-	Expect(err).NotTo(HaveOccurred(), out)
-	return gitRun(dir, "-c", "http.extraHeader=Authorization: Bearer "+w.saToken, "push", "origin", "HEAD:"+ref)
 }
 
 func writeFile(dir, name, content string) func() {
@@ -137,7 +124,7 @@ var _ = Describe("Gitea's own writes after a write", func() {
 		t := pullTarget(pr)
 		reviewAndApprove(r, ap, t, pr)
 
-		mc := m.activate(t)
+		m.activate(t)
 		merge := apiPath("/pulls/%d/merge", pr.Number)
 		expectRefused(m.via(http.MethodPost, merge, map[string]string{"Do": "squash", "head_commit_id": pr.HeadSHA,
 			"MergeMessageField": fmt.Sprintf("Squashed; closes #%d", other)}), claim.ReasonUncoveredReference)
@@ -146,8 +133,8 @@ var _ = Describe("Gitea's own writes after a write", func() {
 		mv := m.via(http.MethodPost, merge, map[string]string{"Do": "merge", "head_commit_id": pr.HeadSHA,
 			"MergeMessageField": fmt.Sprintf("Merged; fixes #%d", fixes)})
 		Expect(mv.status).To(Equal(http.StatusOK), "%s", mv.body)
-		_ = mc
 
+		Expect(pullMerged(pr.Number)).To(BeTrue())
 		owner, name, _ := strings.Cut(repo, "/")
 		Eventually(func() (string, error) {
 			is, _, err := srv.Admin(ctx).GetIssue(owner, name, fixes)
@@ -169,20 +156,42 @@ var _ = Describe("Gitea's own writes after a write", func() {
 		Expect(err).NotTo(HaveOccurred())
 		head, err := srv.Commit(ctx, human.token, repo, branch, branch+"/b.txt", "b\n", fmt.Sprintf("B\n\ncloses #%d", other), nil)
 		Expect(err).NotTo(HaveOccurred())
-		owner, name, _ := strings.Cut(repo, "/")
-		opened, _, err := srv.SDK(ctx, human.token).CreatePullRequest(owner, name, giteaPullOption(branch, fmt.Sprintf("Fixes #%d", fixes)))
-		Expect(err).NotTo(HaveOccurred())
-		pr := testgitea.PullRequest{Number: opened.Index, Branch: branch, HeadSHA: head}
-		Eventually(func() (string, error) { return srv.PullHead(ctx, repo, pr.Number) }).Should(Equal(head))
+		pr := humanPullFrom(branch, head, fmt.Sprintf("Fixes #%d", fixes))
 		reviewAndApprove(r, ap, pullTarget(pr), pr)
 		m.activate(pullTarget(pr))
-		expectRefused(m.via(http.MethodPost, apiPath("/pulls/%d/merge", pr.Number), map[string]string{"Do": "merge", "head_commit_id": head}),
-			claim.ReasonUncoveredReference)
-		got, _, err := srv.Admin(ctx).GetPullRequest(owner, name, pr.Number)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(got.HasMerged).To(BeFalse())
+		expectMergeRefused(m, pr, claim.ReasonUncoveredReference)
 	})
 })
+
+// humanPullFrom opens a pull request of the human collaborator from branch, whose head
+// is head, and waits until Gitea reports that head.
+func humanPullFrom(branch, head, body string) testgitea.PullRequest {
+	GinkgoHelper()
+	owner, name, _ := strings.Cut(repo, "/")
+	opened, _, err := srv.SDK(ctx, human.token).CreatePullRequest(owner, name,
+		gitea.CreatePullRequestOption{Head: branch, Base: "main", Title: "change on " + branch, Body: body})
+	Expect(err).NotTo(HaveOccurred())
+	pr := testgitea.PullRequest{Number: opened.Index, Branch: branch, HeadSHA: head}
+	Eventually(func() (string, error) { return srv.PullHead(ctx, repo, pr.Number) }).Should(Equal(head))
+	return pr
+}
+
+// expectMergeRefused checks that m's merge at the head is refused for reason and that
+// Gitea did not merge.
+func expectMergeRefused(m *worker, pr testgitea.PullRequest, reason string) {
+	GinkgoHelper()
+	expectRefused(m.via(http.MethodPost, apiPath("/pulls/%d/merge", pr.Number), map[string]string{"Do": "merge", "head_commit_id": pr.HeadSHA}), reason)
+	Expect(pullMerged(pr.Number)).To(BeFalse())
+}
+
+// pullMerged reports whether Gitea merged the pull request.
+func pullMerged(n int64) bool {
+	GinkgoHelper()
+	owner, name, _ := strings.Cut(repo, "/")
+	got, _, err := srv.Admin(ctx).GetPullRequest(owner, name, n)
+	Expect(err).NotTo(HaveOccurred())
+	return got.HasMerged
+}
 
 // reviewAndApprove takes the pull request through a review by r and an approval by ap.
 func reviewAndApprove(r, ap *worker, t fleetv1alpha1.TaskTarget, pr testgitea.PullRequest) {
@@ -236,18 +245,10 @@ var _ = Describe("The fleet's own files", func() {
 		prBranch := "feature-" + testgitea.RandomHex(4)
 		head, err := srv.CommitFile(ctx, human.token, repo, "main", prBranch, ".fleet/extra.json", "{}\n")
 		Expect(err).NotTo(HaveOccurred())
-		owner, name, _ := strings.Cut(repo, "/")
-		opened, _, err := srv.SDK(ctx, human.token).CreatePullRequest(owner, name, giteaPullOption(prBranch, "Tweak the rules"))
-		Expect(err).NotTo(HaveOccurred())
-		pr := testgitea.PullRequest{Number: opened.Index, Branch: prBranch, HeadSHA: head}
-		Eventually(func() (string, error) { return srv.PullHead(ctx, repo, pr.Number) }).Should(Equal(head))
+		pr := humanPullFrom(prBranch, head, "Tweak the rules")
 		reviewAndApprove(r, ap, pullTarget(pr), pr)
 		m.activate(pullTarget(pr))
-		expectRefused(m.via(http.MethodPost, apiPath("/pulls/%d/merge", pr.Number), map[string]string{"Do": "merge", "head_commit_id": head}),
-			claim.ReasonProtectedPath)
-		got, _, err := srv.Admin(ctx).GetPullRequest(owner, name, pr.Number)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(got.HasMerged).To(BeFalse())
+		expectMergeRefused(m, pr, claim.ReasonProtectedPath)
 	})
 })
 
@@ -372,7 +373,7 @@ var _ = Describe("The comment budget", func() {
 	It("is exact under parallel comments: reserved before forwarding, counted once across replicas", func() {
 		w := newWorker(nsMain)
 		n := newIssue("budgeted")
-		tc := w.activate(issueTarget(n))
+		w.activate(issueTarget(n))
 		// Two gateway replicas with a budget of 8 comments, sharing the API server.
 		var bases []string
 		for range 2 {
@@ -408,7 +409,6 @@ var _ = Describe("The comment budget", func() {
 		wg.Wait()
 		Expect(statuses).To(Equal(map[int]int{http.StatusCreated: 5, http.StatusForbidden: 7}))
 		Expect(commentsBy(n, w.identity)).To(Equal(8), "Gitea holds exactly the budget")
-		_ = tc
 	})
 })
 
@@ -528,66 +528,6 @@ var _ = Describe("Worker limits", func() {
 	})
 })
 
-func giteaPullOption(branch, body string) gitea.CreatePullRequestOption {
-	return gitea.CreatePullRequestOption{Head: branch, Base: "main", Title: "change on " + branch, Body: body}
-}
-
 func giteaListComments() gitea.ListIssueCommentOptions {
 	return gitea.ListIssueCommentOptions{ListOptions: gitea.ListOptions{PageSize: 50}}
 }
-
-// execIn prepares a command in dir with the isolated git configuration gitRun uses.
-func execIn(dir, name string, args ...string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "HOME="+filepath.Join(dir, ".home"), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
-	return cmd
-}
-
-var _ = Describe("Gitea's reference parser", func() {
-	It("links what the scanner reports, and the scanner reports everything it links", func() {
-		host := newIssue("texts that may reference")
-		forms := []struct {
-			text   string // %d is the referenced issue
-			linked bool   // Gitea adds a reference to its timeline
-		}{
-			{"Fixes #%d", true},
-			{"closes #%d, done", true},
-			{"(#%d)", true},
-			{"[#%d]", true},
-			{"see !%d.", true},
-			{"**#%d**", true},
-			{"&#35;%d", false}, // over-approximated: the scanner reads it decoded
-			{"see " + repo + "#%d", true},
-			{"abc#%d", false},
-			{"#%dabc", false},
-			{"#_%d", false},
-		}
-		for _, f := range forms {
-			target := newIssue("referenced")
-			text := fmt.Sprintf(f.text, target)
-			a := do(srv.URL, http.MethodPost, apiPath("/issues/%d/comments", host), "token "+srv.Token, map[string]string{"body": text})
-			Expect(a.status).To(Equal(http.StatusCreated), "%s", a.body)
-			linked := func() bool {
-				for _, t := range timelineTypes(target) {
-					if t == "comment_ref" {
-						return true
-					}
-				}
-				return false
-			}
-			if f.linked {
-				Eventually(linked).Should(BeTrue(), "Gitea did not link %q", text)
-			} else {
-				Consistently(linked, 2*time.Second).Should(BeFalse(), "Gitea linked %q", text)
-			}
-			scanned := !claim.ReferencesOnly(text, repo, host)
-			if f.linked {
-				Expect(scanned).To(BeTrue(), "the scanner missed a reference Gitea makes: %q", text)
-			}
-			if claim.References(text, target) {
-				Expect(f.linked).To(BeTrue(), "References(%q) holds, but Gitea does not link it: a pull request would not be linked to its issue", text)
-			}
-		}
-	})
-})

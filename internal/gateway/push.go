@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -155,18 +154,6 @@ func inspectPack(s *spool, caps []string, maxPush int64, write *claim.Write, def
 		if !ok {
 			continue
 		}
-		mode, id := "", ""
-		for _, e := range root.Entries {
-			if claim.ProtectedPath(e.Name) {
-				if mode != "" {
-					// Two spellings of the directory (".fleet", ".FLEET"): never the
-					// default branch's single entry.
-					mode, id = "ambiguous", ""
-					break
-				}
-				mode, id = strings.TrimLeft(e.Mode, "0"), e.ID
-			}
-		}
 		if !want.read {
 			m, i, err := defaultEntry()
 			if err != nil {
@@ -174,7 +161,11 @@ func inspectPack(s *spool, caps []string, maxPush int64, write *claim.Write, def
 			}
 			want.read, want.mode, want.id = true, m, i
 		}
-		if mode != want.mode || id != want.id {
+		entries := make([]claim.TreeEntry, 0, len(root.Entries))
+		for _, e := range root.Entries {
+			entries = append(entries, claim.TreeEntry{Name: e.Name, Mode: e.Mode, ID: e.ID})
+		}
+		if claim.ProtectedDirChanged(entries, want.mode, want.id) {
 			write.ChangedPaths = append(write.ChangedPaths, claim.ProtectedDir)
 		}
 	}
