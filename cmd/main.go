@@ -28,6 +28,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/controller/taskclaim"
 	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
@@ -61,6 +62,7 @@ type options struct {
 	repository     string
 	claimTTL       time.Duration
 	concurrency    int
+	maxOpenClaims  int
 	sweepInterval  time.Duration
 	retryMaxDelay  time.Duration
 	crdDir         string
@@ -94,6 +96,8 @@ func main() {
 	flag.DurationVar(&o.claimTTL, "claim-ttl", 2*time.Hour, "Lifetime of an activated task capability.")
 	flag.IntVar(&o.concurrency, "taskclaim-concurrency", taskclaim.DefaultConcurrency,
 		"How many TaskClaims are reconciled at once. A claim mostly waits for Gitea and the API server, so claims made together overlap that wait; lower it to spare a small Gitea. The per-target Lease compare-and-swap keeps each target's claim exclusive at any value.")
+	flag.IntVar(&o.maxOpenClaims, "max-open-claims-per-worker", claim.DefaultMaxOpenClaims,
+		"How many of one worker's TaskClaims may be open (neither refused nor ended) at once; newer ones are refused (TC014, worker_claim_limit) before anything is read from Gitea. A worker holds one claim at a time, so this only bounds what a flood of claims costs.")
 	flag.DurationVar(&o.sweepInterval, "claim-sweep-interval", taskclaim.DefaultSweepInterval, "How often Gitea records and claim locks left behind by deleted claims are swept.")
 	flag.DurationVar(&o.retryMaxDelay, "claim-retry-max-delay", taskclaim.DefaultRetryMaxDelay, "Cap of the exponential backoff of failed claim reconciles (for example ending a record while Gitea is down).")
 	flag.StringVar(&o.crdDir, "crd-dir", "config/crd/bases", "CRD manifests installed into the embedded control plane.")
@@ -138,6 +142,9 @@ func run(o options) error {
 	}
 	if o.concurrency < 1 {
 		return fmt.Errorf("--taskclaim-concurrency must be at least 1, got %d", o.concurrency)
+	}
+	if o.maxOpenClaims < 1 {
+		return fmt.Errorf("--max-open-claims-per-worker must be at least 1, got %d", o.maxOpenClaims)
 	}
 	if o.pageRows < 1 || o.pageRows > retirement.PageMaxRows {
 		return fmt.Errorf("--plan-page-rows must be between 1 and %d, got %d", retirement.PageMaxRows, o.pageRows)
@@ -199,6 +206,7 @@ func run(o options) error {
 		repository:         o.repository,
 		claimTTL:           o.claimTTL,
 		concurrency:        o.concurrency,
+		maxOpenClaims:      o.maxOpenClaims,
 		sweepInterval:      o.sweepInterval,
 		retryMaxDelay:      o.retryMaxDelay,
 		capabilityAddr:     o.authzAddr,

@@ -79,13 +79,14 @@ func TestMetricsURL(t *testing.T) {
 }
 
 func TestRunRefusesBadFlags(t *testing.T) {
-	good := options{claimTTL: time.Hour, concurrency: 1, pageRows: 500}
+	good := options{claimTTL: time.Hour, concurrency: 1, maxOpenClaims: 4, pageRows: 500}
 	for name, tc := range map[string]struct {
 		edit func(*options)
 		want string
 	}{
 		"claim ttl":          {func(o *options) { o.claimTTL = 0 }, "--claim-ttl must be positive"},
 		"concurrency":        {func(o *options) { o.concurrency = 0 }, "--taskclaim-concurrency must be at least 1"},
+		"open claims":        {func(o *options) { o.maxOpenClaims = 0 }, "--max-open-claims-per-worker must be at least 1, got 0"},
 		"no page rows":       {func(o *options) { o.pageRows = 0 }, "--plan-page-rows must be between 1 and 500, got 0"},
 		"page rows too many": {func(o *options) { o.pageRows = 501 }, "--plan-page-rows must be between 1 and 500, got 501"},
 	} {

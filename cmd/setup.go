@@ -35,6 +35,8 @@ type config struct {
 	claimTTL time.Duration
 	// concurrency is how many TaskClaims are reconciled at once.
 	concurrency int
+	// maxOpenClaims is how many of one worker's claims may be open at once.
+	maxOpenClaims int
 	// sweepInterval is how often orphaned claim records and locks are swept.
 	sweepInterval time.Duration
 	// retryMaxDelay caps the backoff of failed claim reconciles.
@@ -193,6 +195,7 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		Clock:         clk,
 		Recorder:      mgr.GetEventRecorder("taskclaim-controller"),
 		RetryMaxDelay: cfg.retryMaxDelay,
+		MaxOpenClaims: cfg.maxOpenClaims,
 		// The rule set is published when the manager starts (SetupWithManager adds the
 		// publisher); claims are refused while the published copy is not in force.
 		MaxConcurrentReconciles: cfg.concurrency,

@@ -646,3 +646,31 @@ type CommentBudget struct {
 func (b CommentBudget) Allows(used, usedBytes, next int) bool {
 	return used+1 <= b.Comments && usedBytes+next <= b.Bytes
 }
+
+// Comment blocks: how many comments a gateway replica reserves at once in a budget.
+const (
+	// CommentBlockMax is the most comments one block holds.
+	CommentBlockMax = 8
+	// CommentBlockEdge is how many comments (and that many average comments' bytes) must
+	// be left for a block of more than one: near the end, each comment is reserved alone.
+	CommentBlockEdge = 4 * CommentBlockMax
+)
+
+// Block sizes the block reserved for a comment of next bytes after used comments of
+// usedBytes bytes: at least that comment, at most CommentBlockMax comments and a quarter
+// of what is left, never more than the budget, and only the one comment once fewer than
+// CommentBlockEdge comments or average comments' bytes are left. ok is false when the
+// comment itself does not fit.
+func (b CommentBudget) Block(used, usedBytes, next int) (comments, bytes int, ok bool) {
+	if next < 0 || !b.Allows(used, usedBytes, next) {
+		return 0, 0, false
+	}
+	leftComments, leftBytes := b.Comments-used, b.Bytes-usedBytes
+	per := max(b.Bytes/max(b.Comments, 1), 1) // an average comment's share of the bytes
+	if leftComments < CommentBlockEdge || leftBytes < CommentBlockEdge*per {
+		return 1, next, true
+	}
+	comments = min(CommentBlockMax, leftComments/4)
+	bytes = min(leftBytes, next+(comments-1)*per)
+	return comments, bytes, true
+}

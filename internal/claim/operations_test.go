@@ -309,3 +309,43 @@ func readDoc(t *testing.T, p string) string {
 	}
 	return string(b)
 }
+
+func TestCommentBudgetBlock(t *testing.T) {
+	b := CommentBudget{Comments: 100, Bytes: 100 * 1000} // 1000 bytes an average comment
+	cases := []struct {
+		name                string
+		used, usedBytes, nx int
+		comments, bytes     int
+		ok                  bool
+	}{
+		{"fresh budget: a full block", 0, 0, 10, CommentBlockMax, 10 + 7*1000, true},
+		{"forty left: a full block", 60, 0, 10, CommentBlockMax, 10 + 7*1000, true},
+		{"a quarter of what is left", 100 - 35, 0, 10, 35 / 4, 10 + (35/4-1)*1000, true},
+		{"at the edge: one comment", 100 - CommentBlockEdge + 1, 0, 10, 1, 10, true},
+		{"just above the edge", 100 - CommentBlockEdge, 0, 10, CommentBlockMax, 10 + 7*1000, true},
+		{"few bytes left: one comment", 0, 100*1000 - CommentBlockEdge*1000 + 1, 10, 1, 10, true},
+		{"a large comment gets a block of its size", 0, 0, 50000, CommentBlockMax, 50000 + 7*1000, true},
+		{"bytes capped at what is left", 0, 100*1000 - 40*1000, 35000, CommentBlockMax, 40 * 1000, true},
+		{"the last comment", 99, 0, 10, 1, 10, true},
+		{"spent", 100, 0, 10, 0, 0, false},
+		{"too large", 0, 0, 100*1000 + 1, 0, 0, false},
+		{"negative size", 0, 0, -1, 0, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, by, ok := b.Block(tc.used, tc.usedBytes, tc.nx)
+			if c != tc.comments || by != tc.bytes || ok != tc.ok {
+				t.Fatalf("Block(%d, %d, %d) = %d, %d, %v; want %d, %d, %v", tc.used, tc.usedBytes, tc.nx, c, by, ok, tc.comments, tc.bytes, tc.ok)
+			}
+			if ok && (tc.used+c > b.Comments || tc.usedBytes+by > b.Bytes || c < 1 || by < tc.nx) {
+				t.Fatalf("block %d/%d outside the budget or smaller than the comment", c, by)
+			}
+		})
+	}
+	small := CommentBudget{Comments: 8, Bytes: 1 << 20}
+	for used := range 8 {
+		if c, _, ok := small.Block(used, 0, 1); !ok || c != 1 {
+			t.Fatalf("a budget smaller than the edge reserves one comment at a time; got %d at %d used", c, used)
+		}
+	}
+}

@@ -183,7 +183,11 @@ func TestNoRefusalNamesAnotherTarget(t *testing.T) {
 		seen[r.FailedPredicate] = true
 	}
 
-	r := RuleSetUnpublished(fxPR())
+	r := OpenClaimLimit(fxPR())
+	assertNamesOnlyRequested(t, "admit/open-claim-limit", r, fxPR())
+	seen[r.FailedPredicate] = true
+
+	r = RuleSetUnpublished(fxPR())
 	assertNamesOnlyRequested(t, "rules/unpublished", r, fxPR())
 	seen[r.FailedPredicate] = true
 

@@ -23,7 +23,8 @@ type Rule struct {
 	ID string `json:"id"`
 	// Predicate names the condition that failed.
 	Predicate string `json:"predicate"`
-	// Stage is validate, claim or activate: where the rule is evaluated first.
+	// Stage is admit (before anything is read from Gitea), validate, claim or activate:
+	// where the rule is evaluated first.
 	Stage string `json:"stage"`
 	// Class is the failure class.
 	Class Class `json:"class"`
@@ -65,6 +66,7 @@ const (
 	ruleWorkerRepositoryMismatch ruleID = "TC011"
 	ruleControllerRepoMismatch   ruleID = "TC012"
 	ruleWorkerHoldsClaim         ruleID = "TC013"
+	ruleWorkerClaimLimit         ruleID = "TC014"
 	ruleTargetStateMismatch      ruleID = "TC020"
 	ruleHeadSHAMismatch          ruleID = "TC021"
 	ruleTargetStateIncomplete    ruleID = "TC022"

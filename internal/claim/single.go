@@ -1,5 +1,7 @@
 package claim
 
+import "time"
+
 // ClaimRef is one TaskClaim as the one-claim-per-worker rule sees it.
 type ClaimRef struct {
 	// ClaimID is the claim's UID.
@@ -43,4 +45,52 @@ func OtherClaims(self ClaimRef, identity string, all []ClaimRef) int {
 		}
 	}
 	return n
+}
+
+// DefaultMaxOpenClaims is how many of one worker's claims may be open (neither refused
+// nor ended) before the controller refuses the newer ones unread. A worker holds at most
+// one claim, and a well-behaved one has one open and perhaps one it is giving back, so
+// the limit only bounds what a flood of claim objects costs: each claim beyond it is
+// refused without a single Gitea read.
+const DefaultMaxOpenClaims = 4
+
+// QueuedClaim is one of a worker's claims as the open-claim limit sees it.
+type QueuedClaim struct {
+	// Name is the claim's name; it orders claims created in the same second.
+	Name string
+	// Created is the claim's creation time.
+	Created time.Time
+	// Phase is status.phase.
+	Phase string
+}
+
+// before reports whether q was created before o (by time, then by name).
+func (q QueuedClaim) before(o QueuedClaim) bool {
+	if !q.Created.Equal(o.Created) {
+		return q.Created.Before(o.Created)
+	}
+	return q.Name < o.Name
+}
+
+// BeyondOpenClaimLimit reports whether self comes after max or more of its worker's open
+// claims: those in others (the worker's claims, self among them or not) that are not
+// final and were created before self. With max below one nothing is beyond the limit.
+func BeyondOpenClaimLimit(self QueuedClaim, others []QueuedClaim, maxOpen int) bool {
+	if maxOpen < 1 {
+		return false
+	}
+	ahead := 0
+	for _, o := range others {
+		if o.Name == self.Name || FinalPhase(o.Phase) || !o.before(self) {
+			continue
+		}
+		ahead++
+	}
+	return ahead >= maxOpen
+}
+
+// OpenClaimLimit is the refusal of a claim beyond its worker's limit of open claims
+// (BeyondOpenClaimLimit). It names no other claim.
+func OpenClaimLimit(requested Target) Result {
+	return refusal(ruleWorkerClaimLimit, OutcomeRejected, requested)
 }

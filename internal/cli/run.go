@@ -122,7 +122,13 @@ func (o *Options) runWorker(cmd *cobra.Command, c client.Client, f *registerFlag
 	isolate bool, as *osUser) error {
 	ctx := cmd.Context()
 	self := o.Self
-	if self == "" {
+	switch {
+	case self == "" && as != nil:
+		// The helper starts as the other user, who may not reach this binary's folder (a
+		// checkout under a home of mode 0700): the kernel's link to the running binary
+		// needs no search permission on the folders of its path.
+		self = "/proc/self/exe"
+	case self == "":
 		var err error
 		if self, err = os.Executable(); err != nil {
 			return fmt.Errorf("finding kubectl-fleet's own binary: %w", err)

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
+	"golang.org/x/sync/errgroup"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,12 +25,19 @@ import (
 
 // The comment budget of a capability is counted in a Lease of the claim's namespace,
 // "fleet-budget-<claim UID>", owned by the TaskClaim (so it goes with it), which only the
-// gateway writes. A comment is reserved there with a compare-and-swap on the Lease's
-// resourceVersion before it is forwarded, and given back when Gitea does not store it.
-// Every replica of the gateway counts in the same object, so the budget is exact however
-// many comments arrive at once and wherever they arrive. The first comment of a
-// capability seeds the count from Gitea (the identity's comments on the target since the
-// claim was created), once; Gitea is not listed again.
+// gateway writes. Comments are reserved there with a compare-and-swap on the Lease's
+// resourceVersion before they are forwarded, so the budget holds however many comments
+// arrive at once and at however many replicas. The first reservation of a capability
+// seeds the count from Gitea (the identity's comments on the target since the claim was
+// created), once; Gitea is not listed again.
+//
+// A replica reserves comments in blocks (claim.CommentBudget.Block) while much of the budget is
+// left, and hands them out from memory: most comments cost no write. What a replica
+// holds and does not use goes back to the Lease after BudgetIdleReturn, and a comment
+// Gitea did not store goes back to the replica's block. Near the end of the budget a
+// block is one comment, so the count is exact there; a replica that still holds part of
+// an earlier block can make another replica refuse a comment until it gives that back
+// (at most BudgetIdleReturn later), and never lets the budget be exceeded.
 
 // Annotations of a budget Lease.
 const (
@@ -41,6 +50,10 @@ const (
 // budgetConflictRetries bounds the compare-and-swap retries of one reservation.
 const budgetConflictRetries = 20
 
+// BudgetIdleReturn is how long a replica keeps comments it reserved and did not use
+// before it gives them back to the budget.
+const BudgetIdleReturn = time.Second
+
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
 
 // budgetLedger reserves comments against capabilities' budgets.
@@ -49,102 +62,188 @@ type budgetLedger struct {
 	reader client.Reader
 	// seed counts a capability's comments in Gitea (its first reservation only).
 	seed func(ctx context.Context, tc *fleetv1alpha1.TaskClaim, identity string) (count, size int, err error)
+	// idle is how long unused reserved comments are kept (BudgetIdleReturn when zero).
+	idle time.Duration
 
 	mu sync.Mutex
 	// last is the Lease each claim's budget was last seen as (its resourceVersion is the
 	// next compare-and-swap's expectation), so a reservation is one write when nothing
 	// else wrote in between.
 	last map[string]*coordinationv1.Lease
+	// held is what this replica reserved in each budget and has not used yet.
+	held map[string]*heldBlock
+}
+
+// heldBlock is the unused rest of the comments a replica reserved in one budget.
+type heldBlock struct {
+	mu sync.Mutex
+	// comments and bytes are reserved in the Lease and not used yet.
+	comments, bytes int
+	// timer gives them back once the budget has been idle.
+	timer *time.Timer
 }
 
 // reservation is one reserved comment; release gives it back.
 type reservation struct {
 	ledger *budgetLedger
 	key    client.ObjectKey
+	block  *heldBlock
 	size   int
+}
+
+// heldFor returns the replica's block of the budget key, creating it.
+func (l *budgetLedger) heldFor(key client.ObjectKey) *heldBlock {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held == nil {
+		l.held = map[string]*heldBlock{}
+	}
+	h := l.held[key.String()]
+	if h == nil {
+		h = &heldBlock{}
+		l.held[key.String()] = h
+	}
+	return h
 }
 
 // reserve counts one comment of size bytes against tc's budget and reports whether it
 // fits; when it does, the returned reservation must be released if the comment is not
-// stored.
+// stored. Comments of one budget are reserved one at a time in a replica.
 func (l *budgetLedger) reserve(ctx context.Context, tc *fleetv1alpha1.TaskClaim, identity string, budget claim.CommentBudget, size int) (*reservation, bool, error) {
 	c := apiconv.Capability(tc)
 	if c == nil {
 		return nil, false, errors.New("a comment without its capability")
 	}
 	key := client.ObjectKey{Namespace: tc.Namespace, Name: budgetLeasePrefix + string(tc.UID)}
+	h := l.heldFor(key)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	defer l.idleReturn(key, h)
+	if h.comments >= 1 && h.bytes >= size {
+		h.comments, h.bytes = h.comments-1, h.bytes-size
+		return &reservation{ledger: l, key: key, block: h, size: size}, true, nil
+	}
 	for range budgetConflictRetries {
 		lease, err := l.current(ctx, key)
 		if err != nil {
 			return nil, false, err
 		}
+		var count, bytes int
 		if lease == nil {
-			count, bytes, err := l.seed(ctx, tc, identity)
-			if err != nil {
+			if count, bytes, err = l.seed(ctx, tc, identity); err != nil {
 				return nil, false, err
 			}
-			if !budget.Allows(count, bytes, size) {
-				return nil, false, nil
+		} else {
+			if lease.Annotations[budgetClaimAnnotation] != c.ClaimID {
+				return nil, false, fmt.Errorf("the comment budget %s belongs to another capability", key)
 			}
-			lease = newBudgetLease(key, tc, c.ClaimID, count+1, bytes+size)
+			if count, bytes, err = budgetCounts(lease); err != nil {
+				return nil, false, err
+			}
+			// What this replica holds goes back in the same write that takes the new block.
+			count, bytes = max(count-h.comments, 0), max(bytes-h.bytes, 0)
+		}
+		comments, blockBytes, ok := budget.Block(count, bytes, size)
+		if !ok {
+			return nil, false, nil
+		}
+		if lease == nil {
+			lease = newBudgetLease(key, tc, c.ClaimID, count+comments, bytes+blockBytes)
 			if err := l.client.Create(ctx, lease); apierrors.IsAlreadyExists(err) {
 				l.forget(key)
 				continue // another replica seeded it first: count on its object
 			} else if err != nil {
 				return nil, false, fmt.Errorf("creating the comment budget %s: %w", key, err)
 			}
-			l.remember(key, lease)
-			return &reservation{ledger: l, key: key, size: size}, true, nil
+		} else {
+			next := lease.DeepCopy()
+			setBudgetCounts(next, count+comments, bytes+blockBytes)
+			if err := l.client.Update(ctx, next); apierrors.IsConflict(err) {
+				l.forget(key)
+				continue
+			} else if err != nil {
+				return nil, false, fmt.Errorf("reserving a comment in %s: %w", key, err)
+			}
+			lease = next
 		}
-		if lease.Annotations[budgetClaimAnnotation] != c.ClaimID {
-			return nil, false, fmt.Errorf("the comment budget %s belongs to another capability", key)
-		}
-		count, bytes, err := budgetCounts(lease)
-		if err != nil {
-			return nil, false, err
-		}
-		if !budget.Allows(count, bytes, size) {
-			return nil, false, nil
-		}
-		next := lease.DeepCopy()
-		setBudgetCounts(next, count+1, bytes+size)
-		if err := l.client.Update(ctx, next); apierrors.IsConflict(err) {
-			l.forget(key)
-			continue
-		} else if err != nil {
-			return nil, false, fmt.Errorf("reserving a comment in %s: %w", key, err)
-		}
-		l.remember(key, next)
-		return &reservation{ledger: l, key: key, size: size}, true, nil
+		l.remember(key, lease)
+		h.comments, h.bytes = comments-1, blockBytes-size
+		return &reservation{ledger: l, key: key, block: h, size: size}, true, nil
 	}
 	return nil, false, fmt.Errorf("the comment budget %s kept changing; gave up after %d attempts", key, budgetConflictRetries)
 }
 
-// release gives a reserved comment back (Gitea did not store it). A release that fails
-// leaves the budget counted lower than it could be, never higher.
-func (r *reservation) release(ctx context.Context) error {
-	l := r.ledger
+// release gives a reserved comment back (Gitea did not store it): to the replica's
+// block, which returns to the budget with the rest of it.
+func (r *reservation) release() {
+	h := r.block
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.comments, h.bytes = h.comments+1, h.bytes+r.size
+	r.ledger.idleReturn(r.key, h)
+}
+
+// idleReturn (re)arms h's timer: once the budget has been idle for the ledger's idle
+// time, what h holds goes back to the Lease. h.mu is held.
+func (l *budgetLedger) idleReturn(key client.ObjectKey, h *heldBlock) {
+	if h.comments == 0 && h.bytes == 0 {
+		return
+	}
+	idle := l.idle
+	if idle <= 0 {
+		idle = BudgetIdleReturn
+	}
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	h.timer = time.AfterFunc(idle, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := l.giveBack(ctx, key, h); err != nil {
+			// Kept counted: the budget is lower than it could be, never higher.
+			logf.Log.WithName("gateway").Error(err, "Cannot give unused comments back to their budget", "budget", key.String())
+		}
+	})
+}
+
+// giveBack returns what h holds to the Lease. h.mu is held.
+func (l *budgetLedger) giveBack(ctx context.Context, key client.ObjectKey, h *heldBlock) error {
+	if h.comments == 0 && h.bytes == 0 {
+		return nil
+	}
 	for range budgetConflictRetries {
-		lease, err := l.current(ctx, r.key)
-		if err != nil || lease == nil {
+		lease, err := l.current(ctx, key)
+		if err != nil {
 			return err
+		}
+		if lease == nil { // gone with its claim
+			h.comments, h.bytes = 0, 0
+			return nil
 		}
 		count, bytes, err := budgetCounts(lease)
 		if err != nil {
 			return err
 		}
 		next := lease.DeepCopy()
-		setBudgetCounts(next, max(count-1, 0), max(bytes-r.size, 0))
-		if err := l.client.Update(ctx, next); apierrors.IsConflict(err) {
-			l.forget(r.key)
+		setBudgetCounts(next, max(count-h.comments, 0), max(bytes-h.bytes, 0))
+		switch err := l.client.Update(ctx, next); {
+		case apierrors.IsConflict(err):
+			l.forget(key)
 			continue
-		} else if err != nil {
+		case apierrors.IsNotFound(err):
+			l.forget(key)
+			h.comments, h.bytes = 0, 0
+			return nil
+		case err != nil:
 			return err
 		}
-		l.remember(r.key, next)
+		l.remember(key, next)
+		h.comments, h.bytes = 0, 0
 		return nil
 	}
-	return fmt.Errorf("the comment budget %s kept changing", r.key)
+	return fmt.Errorf("the comment budget %s kept changing", key)
 }
 
 // current returns the Lease as last seen, or reads it (nil when it does not exist).
@@ -217,7 +316,7 @@ func setBudgetCounts(lease *coordinationv1.Lease, count, size int) {
 	lease.Annotations[budgetBytesAnnotation] = strconv.Itoa(size)
 }
 
-// claimsRead is a read of a namespace's TaskClaims from the API server, in flight.
+// claimsRead is a read of a worker's TaskClaims, in flight.
 type claimsRead struct {
 	done chan struct{}
 	list *fleetv1alpha1.TaskClaimList
@@ -225,16 +324,68 @@ type claimsRead struct {
 }
 
 // readClaims starts reading the caller's TaskClaims (those of namespace whose spec.worker
-// is worker) from the API server, which selects them (the CRD's selectable field): a
-// namespace of many workers' claims costs one worker's.
+// is worker) as the API server holds them now. With an informer cache, the cache names
+// the worker's claims that are not final and each is read back from the API server by
+// name, at once: a read by name is answered from etcd, where a list waits for the API
+// server's watch cache to catch up, which took most of a comment's overhead. Only an
+// Active claim grants a write and a claim is final for good, so a claim the cache has
+// not seen yet (created a moment ago) can only make the write refused, never allowed.
+// Without a cache the claims are listed, selected by the API server (the CRD's
+// selectable field).
 func (g *Gateway) readClaims(ctx context.Context, namespace, worker string) *claimsRead {
 	cr := &claimsRead{done: make(chan struct{}), list: &fleetv1alpha1.TaskClaimList{}}
 	go func() {
 		defer close(cr.done)
+		if g.cached {
+			var listed bool
+			if cr.list.Items, listed, cr.err = g.readOpenClaims(ctx, namespace, worker); listed {
+				return
+			}
+			// A namespace the cache does not hold: list from the API server.
+		}
 		cr.err = g.Reader.List(ctx, cr.list, client.InNamespace(namespace),
 			client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector(fieldWorker, worker)})
 	}()
 	return cr
+}
+
+// readOpenClaims reads back from the API server each of worker's claims that the cache
+// holds as not final; a claim gone meanwhile is left out. listed is false when the cache
+// cannot list the namespace (one it does not hold, say); nothing was read then.
+func (g *Gateway) readOpenClaims(ctx context.Context, namespace, worker string) (claims []fleetv1alpha1.TaskClaim, listed bool, err error) {
+	cached := &fleetv1alpha1.TaskClaimList{}
+	if err := g.Cache.List(ctx, cached, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, false, nil
+	}
+	var names []string
+	for i := range cached.Items {
+		if tc := &cached.Items[i]; tc.Spec.Worker == worker && !claim.FinalPhase(tc.Status.Phase) {
+			names = append(names, tc.Name)
+		}
+	}
+	fresh := make([]fleetv1alpha1.TaskClaim, len(names))
+	found := make([]bool, len(names))
+	g2, gctx := errgroup.WithContext(ctx)
+	for i, name := range names {
+		g2.Go(func() error {
+			err := g.Reader.Get(gctx, client.ObjectKey{Namespace: namespace, Name: name}, &fresh[i])
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			found[i] = err == nil
+			return err
+		})
+	}
+	if err := g2.Wait(); err != nil {
+		return nil, true, err
+	}
+	out := fresh[:0]
+	for i := range fresh {
+		if found[i] {
+			out = append(out, fresh[i])
+		}
+	}
+	return out, true, nil
 }
 
 // fieldWorker is the TaskClaim's selectable spec.worker field.
@@ -257,17 +408,23 @@ type speculativeReservation struct {
 }
 
 // speculate reserves the comment on the caller's Active claim of the route's number as
-// the cache has it (nil when the cache names none).
-func (g *Gateway) speculate(ctx context.Context, wr *fleetv1alpha1.WorkerRegistration, rt claim.Route, w claim.Write) *speculativeReservation {
+// the cache has it, under the identity the cache gives its registration (nil when the
+// cache names no such claim). The write is decided later on fresh reads; a reservation
+// the decision does not take is given back (discard).
+func (g *Gateway) speculate(ctx context.Context, caller Caller, rt claim.Route, w claim.Write) *speculativeReservation {
+	wr := &fleetv1alpha1.WorkerRegistration{}
+	if err := g.Cache.Get(ctx, client.ObjectKey{Namespace: caller.Namespace, Name: caller.Name}, wr); err != nil {
+		return nil
+	}
 	list := &fleetv1alpha1.TaskClaimList{}
 	// Read only: the cache's objects are not copied.
-	if err := g.Cache.List(ctx, list, client.InNamespace(wr.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+	if err := g.Cache.List(ctx, list, client.InNamespace(caller.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	for i := range list.Items {
 		tc := &list.Items[i]
 		c := tc.Status.Capability
-		if tc.Spec.Worker != wr.Name || tc.Status.Phase != fleetv1alpha1.ClaimPhaseActive || c == nil || c.Target.Number != rt.Number {
+		if tc.Spec.Worker != caller.Name || tc.Status.Phase != fleetv1alpha1.ClaimPhaseActive || c == nil || c.Target.Number != rt.Number {
 			continue
 		}
 		s := &speculativeReservation{uid: tc.UID, done: make(chan struct{})}
@@ -293,16 +450,14 @@ func (s *speculativeReservation) take(tc *fleetv1alpha1.TaskClaim) bool {
 
 // discard gives back a reservation nobody took (the write was refused, or decided on
 // another claim).
-func (s *speculativeReservation) discard(ctx context.Context) {
+func (s *speculativeReservation) discard() {
 	if s == nil || s.taken {
 		return
 	}
 	go func() {
 		<-s.done
 		if s.res != nil {
-			if err := s.res.release(context.WithoutCancel(ctx)); err != nil {
-				logf.FromContext(ctx).Error(err, "Cannot give back a comment reserved for a write that was not forwarded")
-			}
+			s.res.release()
 		}
 	}()
 }

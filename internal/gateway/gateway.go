@@ -77,7 +77,8 @@ type Gateway struct {
 	// mutation is decided on what it returns.
 	Reader client.Reader
 	// Cache, when set, serves the registration look-up of reads (neutral, so a cached
-	// answer is enough); mutations always use Reader.
+	// answer is enough) and names the worker's claims a mutation reads back through
+	// Reader (readClaims); a mutation is decided on Reader's answers only.
 	Cache client.Reader
 	// Authn verifies ServiceAccount tokens.
 	Authn *Authenticator
@@ -103,9 +104,9 @@ type Gateway struct {
 	// MaxBody and MaxPush bound request bodies (DefaultMaxBody, DefaultMaxPush); MaxPush
 	// bounds the decompressed pack too.
 	MaxBody, MaxPush int64
-	// CommentBudget bounds the comments of one capability, counted in Gitea: the caller's
-	// comments on its target since its TaskClaim was created (DefaultCommentBudgetCount,
-	// DefaultCommentBudgetBytes).
+	// CommentBudget bounds the comments of one capability (DefaultCommentBudgetCount,
+	// DefaultCommentBudgetBytes), counted in a Lease per claim (budget.go) that starts from
+	// the caller's comments on its target in Gitea since its TaskClaim was created.
 	CommentBudget claim.CommentBudget
 
 	once     sync.Once
@@ -116,6 +117,8 @@ type Gateway struct {
 	guard    *AuthGuard
 	budgets  *budgetLedger
 	audit    *auditor
+	// cached is true when Cache is an informer cache of its own, not Reader.
+	cached bool
 }
 
 // NeedLeaderElection is false: every replica serves the gateway.
@@ -183,6 +186,7 @@ func (g *Gateway) init() {
 	if g.Clock == nil {
 		g.Clock = clock.RealClock{}
 	}
+	g.cached = g.Cache != nil
 	if g.Cache == nil {
 		g.Cache = g.Reader
 	}
@@ -318,10 +322,11 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		reader = g.Cache
 	}
 	// A REST mutation is decided on the caller's claims read from the API server: that
-	// read starts now, beside the registration's.
-	var early *claimsRead
+	// read starts now, beside the registration's, and so does the reading of its body and,
+	// for a comment, the reservation of its budget on the claim the cache names.
+	var early *earlyReads
 	if routed && rt.Mutation() && rt.Body != claim.BodyReceivePack {
-		early = g.readClaims(ctx, caller.Namespace, caller.Name)
+		early = g.startReads(ctx, w, r, rt, caller)
 	}
 	wr := &fleetv1alpha1.WorkerRegistration{}
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: caller.Namespace, Name: caller.Name}, wr); err != nil {

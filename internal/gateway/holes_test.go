@@ -16,6 +16,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -409,6 +411,40 @@ var _ = Describe("The comment budget", func() {
 		wg.Wait()
 		Expect(statuses).To(Equal(map[int]int{http.StatusCreated: 5, http.StatusForbidden: 7}))
 		Expect(commentsBy(n, w.identity)).To(Equal(8), "Gitea holds exactly the budget")
+	})
+})
+
+var _ = Describe("The comment budget's blocks", func() {
+	It("reserves comments ahead in one write and gives back what it did not use", func() {
+		w := newWorker(nsMain)
+		n := newIssue("blocks")
+		tc := w.activate(issueTarget(n))
+		g := newGateway(k8s, apiReader, recorder, clock.RealClock{})
+		g.Cache = k8s
+		g.Rate, g.Burst = 1e6, 1e6
+		g.CommentBudget = claim.CommentBudget{Comments: 100, Bytes: 1 << 20}
+		h, err := g.Handler()
+		Expect(err).NotTo(HaveOccurred())
+		hs := httptest.NewServer(h)
+		DeferCleanup(hs.Close)
+		key := client.ObjectKey{Namespace: tc.Namespace, Name: "fleet-budget-" + string(tc.UID)}
+		counted := func() int {
+			GinkgoHelper()
+			lease := &coordinationv1.Lease{}
+			Expect(apiReader.Get(ctx, key, lease)).To(Succeed())
+			c, err := strconv.Atoi(lease.Annotations["fleet.giteatools.dev/comments"])
+			Expect(err).NotTo(HaveOccurred())
+			return c
+		}
+		By("three comments in a row: the first reserves a block, the next two come from it")
+		for i := range 3 {
+			a := do(hs.URL, http.MethodPost, apiPath("/issues/%d/comments", n), "Bearer "+w.saToken, map[string]string{"body": fmt.Sprintf("note %d", i)})
+			Expect(a.status).To(Equal(http.StatusCreated), "%s", a.body)
+		}
+		Expect(counted()).To(Equal(claim.CommentBlockMax), "the Lease counts the whole block while the replica holds it")
+		By("once idle, the replica gives back the five it did not use: the Lease counts what Gitea stored")
+		Eventually(counted).WithTimeout(5 * time.Second).Should(Equal(3))
+		Expect(commentsBy(n, w.identity)).To(Equal(3))
 	})
 })
 

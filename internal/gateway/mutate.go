@@ -20,19 +20,55 @@ import (
 	"github.com/giteatools/fleet-controller/internal/claim"
 )
 
-// mutate decides one mutation at the moment of the write and forwards it when allowed.
-func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route, wr *fleetv1alpha1.WorkerRegistration, early *claimsRead) {
-	ctx := r.Context()
-	write := claim.Write{Route: rt}
-	forward, length, push, status, err := g.readWrite(w, r, &write, wr)
-	defer push.pack.close()
-	// A comment's budget is reserved while the claims are read, on the claim the cache
-	// names; the decision keeps the reservation only when it picks that same claim.
-	var spec *speculativeReservation
-	if err == nil && rt.Body == claim.BodyComment {
-		spec = g.speculate(ctx, wr, rt, write)
+// earlyReads is what a REST mutation reads before its registration is known: its
+// caller's claims (in flight), its body, and for a comment the speculative reservation of
+// its budget (in flight). Nothing in it is decided on until the registration is.
+type earlyReads struct {
+	claims  *claimsRead
+	write   claim.Write
+	forward io.Reader
+	length  int64
+	status  int
+	err     error
+	spec    *speculativeReservation
+}
+
+// startReads reads a REST mutation's body and starts the reads that do not need its
+// registration: the caller's claims and, for a comment, the reservation of its budget on
+// the claim the cache names (speculate). The decision keeps that reservation only when
+// it picks that same claim.
+func (g *Gateway) startReads(ctx context.Context, w http.ResponseWriter, r *http.Request, rt claim.Route, caller Caller) *earlyReads {
+	e := &earlyReads{claims: g.readClaims(ctx, caller.Namespace, caller.Name), write: claim.Write{Route: rt}}
+	e.forward, e.length, _, e.status, e.err = g.readWrite(w, r, &e.write, nil)
+	if e.err == nil && rt.Body == claim.BodyComment {
+		e.spec = g.speculate(ctx, caller, rt, e.write)
 	}
-	defer spec.discard(ctx)
+	return e
+}
+
+// mutate decides one mutation at the moment of the write and forwards it when allowed.
+// A REST mutation arrives with its early reads (startReads); a push reads its body here,
+// once its registration is known.
+func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route, wr *fleetv1alpha1.WorkerRegistration, early *earlyReads) {
+	ctx := r.Context()
+	var (
+		write   claim.Write
+		forward io.Reader
+		length  int64
+		push    pushReport
+		status  int
+		err     error
+		spec    *speculativeReservation
+		claims  *claimsRead
+	)
+	if early != nil {
+		write, forward, length, status, err, spec, claims = early.write, early.forward, early.length, early.status, early.err, early.spec, early.claims
+	} else {
+		write = claim.Write{Route: rt}
+		forward, length, push, status, err = g.readWrite(w, r, &write, wr)
+	}
+	defer push.pack.close()
+	defer spec.discard()
 	if err != nil {
 		logf.FromContext(ctx).Info("Refusing a mutation whose body cannot be read", "error", err.Error())
 		if status == http.StatusRequestEntityTooLarge {
@@ -47,10 +83,10 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 	// Authoritative state, read now: the caller's claims from the API server (for a REST
 	// write, read while the registration was; a push's after its whole pack arrived), and
 	// what the decision needs from Gitea.
-	if early == nil || push.pack != nil {
-		early = g.readClaims(ctx, wr.Namespace, wr.Name)
+	if claims == nil {
+		claims = g.readClaims(ctx, wr.Namespace, wr.Name)
 	}
-	list, err := early.wait()
+	list, err := claims.wait()
 	if err != nil {
 		g.failWrite(w, r, rt.Operation, err)
 		return
@@ -116,9 +152,7 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 	g.proxy.ServeHTTP(sw, out)
 	countRequest(v.Operation, verdictAllowed)
 	if reserved != nil && (sw.status < 200 || sw.status > 299) {
-		if err := reserved.release(context.WithoutCancel(ctx)); err != nil {
-			logf.FromContext(ctx).Error(err, "Cannot give back a comment Gitea did not store; the budget counts it")
-		}
+		reserved.release()
 	}
 	g.audit.forwarded(ctx, tc, forwardedWrite{operation: v.Operation, method: r.Method, path: r.URL.Path,
 		identity: wr.Spec.Identity, status: sw.status, digest: digest.Sum()})

@@ -167,6 +167,9 @@ var _ = Describe("docs/quickstart.md", Ordered, func() {
 		for _, w := range []string{"w1", "w2", "w3"} {
 			Expect(out).To(MatchRegexp(`kubectl fleet run: registered default/%s \(pid \d+\)`, w))
 		}
+		// The registered process is the agent, and it runs as its own OS user, not as the
+		// launcher's (root here), so it cannot read the launcher's environment or files.
+		Expect(out).To(MatchRegexp(`(?m)^fleet-agent\s+\d+\s+sleep 3600$`))
 	})
 
 	var winner, loser string

@@ -15,6 +15,7 @@ import (
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/test/support/testenv"
 	"github.com/giteatools/fleet-controller/test/support/testgitea"
 )
 
@@ -207,6 +208,40 @@ var _ = Describe("Revocation and limits", func() {
 		Expect(rec.State).To(Equal(claim.RecordStateRevoked))
 		Expect(holderOf(lease(tc.Namespace, t))).To(BeEmpty())
 		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "revoked/failed_validation"}))
+	})
+
+	It("refuses a worker's claims beyond its limit of open claims without reading Gitea, and takes new ones once it gives back", func() {
+		w := newWorker(nsMain)
+		t := issueTarget(newIssue("wanted by a flood of claims"))
+		By("a worker creates twelve claims on one issue, one after another")
+		prefix := testenv.Uniq("flood")
+		var flood []*fleetv1alpha1.TaskClaim
+		for i := range 12 {
+			tc := &fleetv1alpha1.TaskClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%02d", prefix, i), Namespace: w.ns},
+				Spec:       fleetv1alpha1.TaskClaimSpec{Worker: w.name, Target: t},
+			}
+			Expect(w.c.Create(ctx, tc)).To(Succeed())
+			DeferCleanup(endIfOpen, tc)
+			flood = append(flood, tc)
+		}
+		By("the first four are validated; the other eight are refused worker_claim_limit, unvalidated")
+		for _, tc := range flood[:claim.DefaultMaxOpenClaims] {
+			Expect(waitPhase(tc, fleetv1alpha1.ClaimPhaseValidated).Status.Validation).NotTo(BeNil())
+		}
+		for _, tc := range flood[claim.DefaultMaxOpenClaims:] {
+			got := expectRefused(tc, refusal{"policy", "", "worker_claim_limit"})
+			Expect(got.Status.Result.RuleID).To(Equal("TC014"))
+			Expect(got.Status.Validation).To(BeNil(), "a claim beyond the limit was validated: %s", describe(got))
+			expectNothingTaken(got)
+		}
+		By("once the worker gives back the open ones, its next claim is validated")
+		for _, tc := range flood[:claim.DefaultMaxOpenClaims] {
+			Expect(updateSpec(w.c, tc, func(c *fleetv1alpha1.TaskClaim) { c.Spec.Release = true })).To(Succeed())
+			waitPhase(tc, fleetv1alpha1.ClaimPhaseReleased)
+		}
+		next := w.claim(t)
+		Expect(waitPhase(next, fleetv1alpha1.ClaimPhaseValidated).Status.Validation).NotTo(BeNil())
 	})
 
 	It("finds a claim held by the identity in another namespace, spelled in another case", func() {

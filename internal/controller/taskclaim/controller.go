@@ -62,6 +62,9 @@ type Reconciler struct {
 	ActiveRecheck time.Duration
 	Clock         clock.PassiveClock
 	Recorder      events.EventRecorder
+	// MaxOpenClaims is how many of one worker's claims may be open before newer ones are
+	// refused unread (claim.BeyondOpenClaimLimit); claim.DefaultMaxOpenClaims when zero.
+	MaxOpenClaims int
 	// MaxConcurrentReconciles is how many claims are reconciled at once (the manager's
 	// default when zero). The per-target Lease compare-and-swap keeps each target's claim
 	// exclusive however many run.
@@ -128,6 +131,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case claim.StepGiveBack:
 		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease)
 	case claim.StepValidate:
+		if beyond, err := r.beyondOpenLimit(ctx, tc); beyond || err != nil {
+			return ctrl.Result{}, err
+		}
 		if err := r.validate(ctx, tc); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -141,6 +147,36 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.claim(ctx, tc)
 	}
 	return ctrl.Result{}, nil // StepAwaitPin: the worker repeats the pin in spec
+}
+
+// beyondOpenLimit refuses tc, before anything is read from Gitea, when more of its
+// worker's claims than the limit are open ahead of it. The worker's claims come from the
+// cache: the limit only bounds the cost of a flood of claims (the single-claim rule,
+// decided on fresh reads, is what keeps a worker to one claim), so a cache that lags
+// lets a claim through to validation at worst.
+func (r *Reconciler) beyondOpenLimit(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (bool, error) {
+	maxOpen := r.MaxOpenClaims
+	if maxOpen == 0 {
+		maxOpen = claim.DefaultMaxOpenClaims
+	}
+	list := &fleetv1alpha1.TaskClaimList{}
+	if err := r.List(ctx, list, client.InNamespace(tc.Namespace)); err != nil {
+		return false, fmt.Errorf("listing the worker's claims: %w", err)
+	}
+	var queued []claim.QueuedClaim
+	for i := range list.Items {
+		if o := &list.Items[i]; o.Spec.Worker == tc.Spec.Worker {
+			queued = append(queued, queuedClaim(o))
+		}
+	}
+	if !claim.BeyondOpenClaimLimit(queuedClaim(tc), queued, maxOpen) {
+		return false, nil
+	}
+	return true, r.reject(ctx, tc, claim.OpenClaimLimit(apiconv.Target(tc.Spec.Target)))
+}
+
+func queuedClaim(tc *fleetv1alpha1.TaskClaim) claim.QueuedClaim {
+	return claim.QueuedClaim{Name: tc.Name, Created: tc.CreationTimestamp.Time, Phase: tc.Status.Phase}
 }
 
 // validate derives the role and pins the state, or refuses.
