@@ -88,6 +88,13 @@ bench: ## Run the benchmarks (figures are ratios against same-run baselines).
 	@assets=$$(hack/envtest.sh | tail -n1); \
 	KUBEBUILDER_ASSETS=$$assets FLEET_GITEA_SCRIPT=$(CURDIR)/hack/gitea.sh go test -run '^$$' -bench . -benchmem ./...
 
+.PHONY: stress
+stress: ## Race workers for issues many times over: the TaskClaim contention spec with STRESS_WAVES waves (default 25: 150 rounds of two, 75 of four).
+	@assets=$$(hack/envtest.sh | tail -n1); \
+	hack/gitea.sh build >&2; \
+	KUBEBUILDER_ASSETS=$$assets FLEET_GITEA_SCRIPT=$(CURDIR)/hack/gitea.sh FLEET_CONTENTION_WAVES=$${STRESS_WAVES:-25} \
+	  go test -race -count=1 -timeout=60m ./internal/controller/taskclaim/ -ginkgo.focus=Contention -ginkgo.v
+
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 20s).
 	hack/fuzz.sh $(or $(FUZZTIME),20s)

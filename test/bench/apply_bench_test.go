@@ -25,6 +25,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
@@ -193,12 +194,20 @@ func createEligibleRows(ctx context.Context, b *testing.B, c client.Client, ns s
 					errs <- fmt.Errorf("creating %s: %w", name, err)
 					return
 				}
-				wr.Status = fleetv1alpha1.WorkerRegistrationStatus{
-					Phase:           fleetv1alpha1.PhaseActive,
-					OwnershipState:  fleetv1alpha1.OwnershipStale,
-					LastHeartbeatAt: &hb,
-				}
-				if err := c.Status().Update(ctx, wr); err != nil {
+				// The manager's registration reconciler may write the new row's status
+				// first: retry on its resourceVersion.
+				err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					if err := c.Get(ctx, client.ObjectKeyFromObject(wr), wr); err != nil {
+						return err
+					}
+					wr.Status = fleetv1alpha1.WorkerRegistrationStatus{
+						Phase:           fleetv1alpha1.PhaseActive,
+						OwnershipState:  fleetv1alpha1.OwnershipStale,
+						LastHeartbeatAt: &hb,
+					}
+					return c.Status().Update(ctx, wr)
+				})
+				if err != nil {
 					errs <- fmt.Errorf("writing the status of %s: %w", name, err)
 					return
 				}

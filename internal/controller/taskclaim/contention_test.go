@@ -2,7 +2,10 @@ package taskclaim_test
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,9 +28,10 @@ var contentionPredicates = []string{
 	"lease_cas_conflict", "content_version_conflict", "claim_cas_conflict", "claim_record_not_ours", "lease_not_held",
 }
 
-// round is one contention round: several workers validated on one issue, then pinning at
-// the same instant.
+// round is one contention round: several workers validated on one fresh issue, then
+// pinning at the same instant.
 type round struct {
+	index  int
 	racers []*worker
 	target fleetv1alpha1.TaskTarget
 	claims []*fleetv1alpha1.TaskClaim
@@ -35,11 +39,25 @@ type round struct {
 	losers []*fleetv1alpha1.TaskClaim
 }
 
+// contentionWaves is how many waves of rounds each kind of contention spec runs:
+// FLEET_CONTENTION_WAVES when set (make stress sets it high), otherwise a few. Each wave
+// races every worker once, in rounds on disjoint workers that run at the same time, so
+// the rounds also contend with each other for the controller and Gitea.
+func contentionWaves() int {
+	if n, err := strconv.Atoi(os.Getenv("FLEET_CONTENTION_WAVES")); err == nil && n > 0 {
+		return n
+	}
+	return 4
+}
+
 var _ = Describe("Contention", Ordered, func() {
-	const roundsOfTwo, roundsOfFour = 50, 50
+	// contenders race in each wave: six rounds of two, or three rounds of four, at once.
+	const contenders = 12
+	waves := contentionWaves()
 	var (
 		workers      []*worker
 		twos, fours  []*round
+		mu           sync.Mutex // guards the tallies below, written by concurrent rounds
 		predicates   = map[string]int{}
 		winsByWorker = map[string]int{}
 		allLosers    []*fleetv1alpha1.TaskClaim
@@ -49,59 +67,38 @@ var _ = Describe("Contention", Ordered, func() {
 
 	BeforeAll(func() {
 		t0 := time.Now()
-		for range 4 {
+		for range contenders {
 			workers = append(workers, newWorker(nsMain))
 		}
-		pairs := [][2]int{{0, 1}, {2, 3}, {0, 2}, {1, 3}, {0, 3}, {1, 2}}
-		By("creating one fresh issue per round and every racer's claim up front")
-		for i := range roundsOfTwo + roundsOfFour {
-			r := &round{target: issueTarget(newIssue(fmt.Sprintf("contention round %d", i)))}
-			if i < roundsOfTwo {
-				p := pairs[i%len(pairs)]
-				r.racers = []*worker{workers[p[0]], workers[p[1]]}
-				twos = append(twos, r)
-			} else {
-				r.racers = workers
-				fours = append(fours, r)
-			}
-			for _, w := range r.racers {
-				r.claims = append(r.claims, w.claim(r.target))
-			}
-		}
-		By("waiting until every racer holds a pin issued while the lock is free")
-		for _, r := range append(append([]*round{}, twos...), fours...) {
-			for _, tc := range r.claims {
-				waitPhase(tc, fleetv1alpha1.ClaimPhaseValidated)
-			}
-			free := lease(nsMain, r.target)
-			Expect(holderOf(free)).To(BeEmpty())
-			for _, tc := range r.claims {
-				Expect(fetch(tc).Status.Validation.ClaimGeneration).To(Equal(free.ResourceVersion), "every racer pinned the free lock")
-			}
-		}
-		timing(fmt.Sprintf("contention setup (4 workers, %d issues, %d validations)",
-			roundsOfTwo+roundsOfFour, 2*roundsOfTwo+4*roundsOfFour), time.Since(t0))
+		timing(fmt.Sprintf("contention setup (%d workers)", contenders), time.Since(t0))
 	})
 
 	// race pins every racer's claim at the same instant and checks the outcome: exactly one
 	// Active claim, every other one a typed, final contention refusal naming only the
-	// requested issue; the Gitea record and the lock belong to the winner.
-	race := func(i int, r *round) {
-		GinkgoHelper()
+	// requested issue; the Gitea record and the lock belong to the winner. It runs in a
+	// goroutine of its own, beside the wave's other rounds.
+	race := func(r *round) {
+		defer GinkgoRecover()
+		i := r.index
 		pins := make([]string, len(r.claims))
 		for j, tc := range r.claims {
-			pins[j] = fetch(tc).Status.Validation.Pin
+			pins[j] = waitPhase(tc, fleetv1alpha1.ClaimPhaseValidated).Status.Validation.Pin
+		}
+		// Validation made the lock; nobody holds it yet, and every racer pinned it free.
+		free := lease(nsMain, r.target)
+		Expect(free).NotTo(BeNil(), "round %d: no lock after validation", i)
+		Expect(holderOf(free)).To(BeEmpty())
+		for _, tc := range r.claims {
+			Expect(fetch(tc).Status.Validation.ClaimGeneration).To(Equal(free.ResourceVersion), "round %d: every racer pinned the free lock", i)
 		}
 		start := make(chan struct{})
 		errs := make([]error, len(r.claims))
 		var wg sync.WaitGroup
 		for j, tc := range r.claims {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				<-start
 				errs[j] = updateSpec(r.racers[j].c, tc, func(c *fleetv1alpha1.TaskClaim) { c.Spec.Pin = pins[j] })
-			}()
+			})
 		}
 		close(start)
 		wg.Wait()
@@ -124,7 +121,6 @@ var _ = Describe("Contention", Ordered, func() {
 			if cur.Status.Phase == fleetv1alpha1.ClaimPhaseActive {
 				Expect(r.winner).To(BeNil(), "round %d: two winners (%s and %s)", i, names(r.winner), cur.Name)
 				r.winner = cur
-				winsByWorker[r.racers[j].name]++
 				continue
 			}
 			res := cur.Status.Result
@@ -134,7 +130,6 @@ var _ = Describe("Contention", Ordered, func() {
 			Expect(res.ContentionIsNormal).To(BeTrue())
 			Expect(res.ReassessFromFreshState).To(BeTrue())
 			Expect(res.RetryPermitted).To(BeFalse())
-			predicates[res.FailedPredicate]++
 			r.losers = append(r.losers, cur)
 		}
 		Expect(r.winner).NotTo(BeNil(), "round %d: no winner", i)
@@ -146,31 +141,64 @@ var _ = Describe("Contention", Ordered, func() {
 		Expect(rec.State).To(Equal(claim.RecordStateActive))
 		Expect(holderOf(lease(nsMain, r.target))).To(Equal(string(r.winner.UID)), "round %d: the lock is the winner's", i)
 
-		// Give the task back so the next round starts from a quiet controller.
+		// Give the task back: a worker holds one claim at a time, so its next wave starts
+		// once this one ended.
 		Expect(updateSpec(k8s, r.winner, func(c *fleetv1alpha1.TaskClaim) { c.Spec.Release = true })).To(Succeed())
-		// A worker holds one claim at a time: its next round starts once this one ended.
 		waitPhase(r.winner, fleetv1alpha1.ClaimPhaseReleased)
+		mu.Lock()
+		defer mu.Unlock()
+		for j, tc := range r.claims {
+			if tc.Name == r.winner.Name {
+				winsByWorker[r.racers[j].name]++
+			}
+		}
+		for _, tc := range r.losers {
+			predicates[tc.Status.Result.FailedPredicate]++
+		}
 		allLosers = append(allLosers, r.losers...)
 	}
 
-	It(fmt.Sprintf("gives two workers selecting one issue exactly one winner, %d times", roundsOfTwo), func() {
+	// runWaves races size workers per round: in each wave the workers, shuffled, are cut
+	// into rounds of size, each on a fresh issue; a wave's rounds run at once.
+	runWaves := func(size int, first int) []*round {
+		GinkgoHelper()
+		var all []*round
+		for wave := range waves {
+			order := rand.Perm(len(workers))
+			var rounds []*round
+			for k := 0; k+size <= len(order); k += size {
+				r := &round{index: first + len(all) + len(rounds)}
+				r.target = issueTarget(newIssue(fmt.Sprintf("contention round %d (wave %d)", r.index, wave)))
+				for _, o := range order[k : k+size] {
+					r.racers = append(r.racers, workers[o])
+					r.claims = append(r.claims, workers[o].claim(r.target))
+				}
+				rounds = append(rounds, r)
+			}
+			var wg sync.WaitGroup
+			for _, r := range rounds {
+				wg.Go(func() { race(r) })
+			}
+			wg.Wait()
+			all = append(all, rounds...)
+		}
+		return all
+	}
+
+	It("gives two workers selecting one issue exactly one winner, in concurrent rounds", func() {
 		t0 := time.Now()
 		before := contentionCounts()
-		for i, r := range twos {
-			race(i, r)
-		}
+		twos = runWaves(2, 0)
 		paths["two"] = countsSince(before)
-		timing(fmt.Sprintf("contention %d two-worker rounds", len(twos)), time.Since(t0))
+		timing(fmt.Sprintf("contention %d two-worker rounds in %d waves", len(twos), waves), time.Since(t0))
 	})
 
-	It(fmt.Sprintf("gives four workers selecting one issue exactly one winner, %d times", roundsOfFour), func() {
+	It("gives four workers selecting one issue exactly one winner, in concurrent rounds", func() {
 		t0 := time.Now()
 		before := contentionCounts()
-		for i, r := range fours {
-			race(len(twos)+i, r)
-		}
+		fours = runWaves(4, len(twos))
 		paths["four"] = countsSince(before)
-		timing(fmt.Sprintf("contention %d four-worker rounds", len(fours)), time.Since(t0))
+		timing(fmt.Sprintf("contention %d four-worker rounds in %d waves", len(fours), waves), time.Since(t0))
 	})
 
 	It("never retries a lost claim, and leaves Gitea no comment about a loss", func() {
