@@ -379,15 +379,7 @@ var _ = Describe("The comment budget", func() {
 		// Two gateway replicas with a budget of 8 comments, sharing the API server.
 		var bases []string
 		for range 2 {
-			g := newGateway(k8s, apiReader, recorder, clock.RealClock{})
-			g.Cache = k8s
-			g.Rate, g.Burst = 1e6, 1e6
-			g.CommentBudget = claim.CommentBudget{Comments: 8, Bytes: 1 << 20}
-			h, err := g.Handler()
-			Expect(err).NotTo(HaveOccurred())
-			hs := httptest.NewServer(h)
-			DeferCleanup(hs.Close)
-			bases = append(bases, hs.URL)
+			bases = append(bases, budgetReplica(8))
 		}
 		post := func(i int) answer {
 			return do(bases[i%2], http.MethodPost, apiPath("/issues/%d/comments", n), "Bearer "+w.saToken,
@@ -419,14 +411,7 @@ var _ = Describe("The comment budget's blocks", func() {
 		w := newWorker(nsMain)
 		n := newIssue("blocks")
 		tc := w.activate(issueTarget(n))
-		g := newGateway(k8s, apiReader, recorder, clock.RealClock{})
-		g.Cache = k8s
-		g.Rate, g.Burst = 1e6, 1e6
-		g.CommentBudget = claim.CommentBudget{Comments: 100, Bytes: 1 << 20}
-		h, err := g.Handler()
-		Expect(err).NotTo(HaveOccurred())
-		hs := httptest.NewServer(h)
-		DeferCleanup(hs.Close)
+		base := budgetReplica(100)
 		key := client.ObjectKey{Namespace: tc.Namespace, Name: "fleet-budget-" + string(tc.UID)}
 		counted := func() int {
 			GinkgoHelper()
@@ -438,7 +423,7 @@ var _ = Describe("The comment budget's blocks", func() {
 		}
 		By("three comments in a row: the first reserves a block, the next two come from it")
 		for i := range 3 {
-			a := do(hs.URL, http.MethodPost, apiPath("/issues/%d/comments", n), "Bearer "+w.saToken, map[string]string{"body": fmt.Sprintf("note %d", i)})
+			a := do(base, http.MethodPost, apiPath("/issues/%d/comments", n), "Bearer "+w.saToken, map[string]string{"body": fmt.Sprintf("note %d", i)})
 			Expect(a.status).To(Equal(http.StatusCreated), "%s", a.body)
 		}
 		Expect(counted()).To(Equal(claim.CommentBlockMax), "the Lease counts the whole block while the replica holds it")
@@ -447,6 +432,21 @@ var _ = Describe("The comment budget's blocks", func() {
 		Expect(commentsBy(n, w.identity)).To(Equal(3))
 	})
 })
+
+// budgetReplica starts one more gateway replica, sharing the suite's API server and
+// Gitea, with a comment budget of comments (1 MiB) and no rate limit, and returns its URL.
+func budgetReplica(comments int) string {
+	GinkgoHelper()
+	g := newGateway(k8s, apiReader, recorder, clock.RealClock{})
+	g.Cache = k8s
+	g.Rate, g.Burst = 1e6, 1e6
+	g.CommentBudget = claim.CommentBudget{Comments: comments, Bytes: 1 << 20}
+	h, err := g.Handler()
+	Expect(err).NotTo(HaveOccurred())
+	hs := httptest.NewServer(h)
+	DeferCleanup(hs.Close)
+	return hs.URL
+}
 
 // commentsBy counts the comments login wrote on issue n.
 func commentsBy(n int64, login string) int {
