@@ -7,6 +7,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY cmd/ cmd/
 COPY api/ api/
+COPY controllers/ controllers/
 COPY internal/ internal/
 COPY config/admission/ config/admission/
 # nolocalcp: no embedded control plane in the image (it needs a writable /tmp the pod

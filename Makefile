@@ -28,7 +28,7 @@ help: ## Show this help.
 
 .PHONY: manifests
 manifests: ## Generate CRDs and RBAC from the API types and kubebuilder markers (descriptions reflowed into paragraphs).
-	$(CONTROLLER_GEN) rbac:roleName=fleet-controller crd paths="./api/...;./internal/...;./cmd/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=fleet-controller crd paths="./api/...;./controllers/...;./internal/...;./cmd/..." output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	go run ./hack/crd-paragraphs config/crd/bases/*.yaml
 
 .PHONY: generate
@@ -89,11 +89,13 @@ bench: ## Run the benchmarks (figures are ratios against same-run baselines).
 	KUBEBUILDER_ASSETS=$$assets FLEET_GITEA_SCRIPT=$(CURDIR)/hack/gitea.sh go test -run '^$$' -bench . -benchmem ./...
 
 .PHONY: stress
-stress: ## Race workers for issues many times over: the TaskClaim contention spec with STRESS_WAVES waves (default 25: 150 rounds of two, 75 of four).
+stress: ## The long runs: the TaskClaim contention spec with STRESS_WAVES waves (default 25: 150 rounds of two, 75 of four), and the live-fleet approval landing STRESS_APPROVAL_DELAY (default 5m) after its plan.
 	@assets=$$(hack/envtest.sh | tail -n1); \
 	hack/gitea.sh build >&2; \
 	KUBEBUILDER_ASSETS=$$assets FLEET_GITEA_SCRIPT=$(CURDIR)/hack/gitea.sh FLEET_CONTENTION_WAVES=$${STRESS_WAVES:-25} \
-	  go test -race -count=1 -timeout=60m ./internal/controller/taskclaim/ -ginkgo.focus=Contention -ginkgo.v
+	  go test -race -count=1 -timeout=60m ./controllers/taskclaim/ -ginkgo.focus=Contention -ginkgo.v && \
+	KUBEBUILDER_ASSETS=$$assets FLEET_LIVE_APPROVAL_DELAY=$${STRESS_APPROVAL_DELAY:-5m} \
+	  go test -race -count=1 -timeout=60m ./controllers/retirementplan/ -ginkgo.focus='live fleet' -ginkgo.v
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz target for FUZZTIME (default 20s).

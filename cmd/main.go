@@ -28,8 +28,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/controllers/taskclaim"
 	"github.com/giteatools/fleet-controller/internal/claim"
-	"github.com/giteatools/fleet-controller/internal/controller/taskclaim"
 	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/localcp"

@@ -1,6 +1,6 @@
 /*
  * apply.pml: the per-row apply of an approved RetirementPlan, as
- * internal/controller/retirementplan/apply.go implements it with the decisions of
+ * controllers/retirementplan/apply.go implements it with the decisions of
  * internal/retirement, extended with the single-applier progress record (steps A3, A5,
  * A8, T1-T3: applyProgress in the plan status). docs/protocols.md explains the steps, the
  * scope and the assumptions; the step names appear as "model:" comments in the Go code.

@@ -1,5 +1,5 @@
 /*
- * claim.pml: the TaskClaim protocol as internal/controller/taskclaim implements it
+ * claim.pml: the TaskClaim protocol as controllers/taskclaim implements it
  * (gather.go, acquire.go, end.go) with the decisions of internal/claim and the guarded
  * writes of internal/giteaclaim. docs/protocols.md explains the steps, the scope and
  * the assumptions; the step names (C1..C12, R1, E1..E4) appear as "model:" comments in

@@ -7,17 +7,13 @@ import (
 	"github.com/giteatools/fleet-controller/internal/claim"
 )
 
-// ClaimFinalizer is the finalizer a TaskClaim carries from the moment it takes its lock
-// until its record and lock are released (taskclaim.Finalizer).
-const ClaimFinalizer = fleetv1alpha1.ClaimFinalizer
-
 // ClaimRefs are the claims as the one-claim-per-worker rule sees them.
 func ClaimRefs(items []fleetv1alpha1.TaskClaim) []claim.ClaimRef {
 	out := make([]claim.ClaimRef, 0, len(items))
 	for i := range items {
 		tc := &items[i]
 		ref := claim.ClaimRef{ClaimID: string(tc.UID), Namespace: tc.Namespace, Worker: tc.Spec.Worker,
-			Phase: tc.Status.Phase, Acquiring: slices.Contains(tc.Finalizers, ClaimFinalizer)}
+			Phase: tc.Status.Phase, Acquiring: slices.Contains(tc.Finalizers, fleetv1alpha1.ClaimFinalizer)}
 		switch {
 		case tc.Status.Capability != nil:
 			ref.Identity = tc.Status.Capability.Identity

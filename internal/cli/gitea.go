@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,6 +34,11 @@ type giteaFlags struct {
 	giteaURL   string
 	tokenFile  string
 	gatewayURL string
+	// resolved says the caller already settled all three (the MCP server reads its
+	// configuration once, at start): token is giteaURL's read token, an empty field
+	// means none, and the environment is not consulted.
+	resolved bool
+	token    string
 }
 
 func (f *giteaFlags) add(cmd *cobra.Command) {
@@ -42,7 +48,7 @@ func (f *giteaFlags) add(cmd *cobra.Command) {
 }
 
 func (o *Options) gatewayURL(f *giteaFlags) string {
-	if f.gatewayURL != "" {
+	if f.gatewayURL != "" || f.resolved {
 		return strings.TrimRight(f.gatewayURL, "/")
 	}
 	return strings.TrimRight(o.Getenv(EnvGatewayURL), "/")
@@ -51,12 +57,12 @@ func (o *Options) gatewayURL(f *giteaFlags) string {
 // readClient returns a Gitea SDK client for reads: --gitea-url with its token, else
 // the gateway with the worker's gateway token. nil when neither is configured.
 func (o *Options) readClient(ctx context.Context, c client.Client, ns, worker string, f *giteaFlags) (*gitea.Client, error) {
-	url := f.giteaURL
-	if url == "" {
-		url = o.Getenv(EnvGiteaURL)
+	url, token := f.giteaURL, f.token
+	if !f.resolved {
+		url = cmp.Or(url, o.Getenv(EnvGiteaURL))
+		token = o.Getenv(EnvGiteaToken)
 	}
 	if url != "" {
-		token := o.Getenv(EnvGiteaToken)
 		if f.tokenFile != "" {
 			b, err := os.ReadFile(f.tokenFile)
 			if err != nil {

@@ -308,18 +308,11 @@ func (t *mcpTools) doClaim(ctx context.Context, in ClaimInput) (*ClaimOutput, er
 	if err != nil {
 		return nil, err
 	}
-	gf := giteaFlags{giteaURL: t.cfg.GiteaURL, gatewayURL: t.cfg.GatewayURL}
+	gf := giteaFlags{resolved: true, giteaURL: t.cfg.GiteaURL, token: t.cfg.GiteaToken, gatewayURL: t.cfg.GatewayURL}
 	if t.cfg.GiteaURL != "" && t.cfg.GiteaToken == "" {
 		gf.giteaURL = "" // no read token: read through the gateway, if any
 	}
-	o := *t.o
-	o.Getenv = func(k string) string {
-		if k == EnvGiteaToken {
-			return t.cfg.GiteaToken
-		}
-		return ""
-	}
-	tgt, err := o.resolveTarget(ctx, t.cfg.Client, wr, &gf, "", kind, number, in.Head)
+	tgt, err := t.o.resolveTarget(ctx, t.cfg.Client, wr, &gf, "", kind, number, in.Head)
 	if err != nil {
 		return nil, err
 	}

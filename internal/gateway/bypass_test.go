@@ -227,7 +227,7 @@ var _ = Describe("Comments", func() {
 		n := newIssue("form comment")
 		w.activate(issueTarget(n))
 		p := apiPath("/issues/%d/comments", n)
-		before := commentCount(n) // the controller's audit comments
+		before := commentCount(n)
 		expectMalformed(w.raw(p, "application/x-www-form-urlencoded", "body=hi&sudo="+srv.AdminLogin))
 		expectMalformed(w.raw(p, "multipart/form-data; boundary=x", "--x\r\n"))
 		Expect(commentCount(n)).To(Equal(before))
@@ -251,7 +251,7 @@ var _ = Describe("Comments", func() {
 		}
 		byCount, byBytes := small(claim.CommentBudget{Comments: 2, Bytes: 1 << 20}), small(claim.CommentBudget{Comments: 100, Bytes: 12})
 		p := apiPath("/issues/%d/comments", n)
-		before := commentCount(n) // the controller's audit comments, which are not the worker's
+		before := commentCount(n)
 		for range 2 {
 			Expect(do(byCount, http.MethodPost, p, "Bearer "+w.saToken, map[string]string{"body": "note"}).status).To(Equal(http.StatusCreated))
 		}

@@ -1,7 +1,6 @@
 package giteaclaim
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/url"
@@ -9,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"code.gitea.io/sdk/gitea"
 
@@ -398,67 +396,4 @@ func sortedUnique(in []string) []string {
 	out := slices.DeleteFunc(slices.Clone(in), func(s string) bool { return s == "" })
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-// CommentsBy counts the comments login wrote on item t (an issue or pull request) that were
-// created or edited at or after since, and their total length in bytes.
-func (c *Client) CommentsBy(ctx context.Context, t claim.Target, login string, since time.Time) (count, size int, err error) {
-	owner, name, err := validateTarget(t)
-	if err != nil {
-		return 0, 0, err
-	}
-	sdk := c.SDK(ctx)
-	path := fmt.Sprintf("%s/issues/%d/comments", repoPath(owner, name), t.Number)
-	comments, err := listAll(path, func(o gitea.ListOptions) ([]*gitea.Comment, *gitea.Response, error) {
-		return sdk.ListIssueComments(owner, name, t.Number, gitea.ListIssueCommentOptions{ListOptions: o, Since: since})
-	})
-	if err != nil {
-		return 0, 0, fmt.Errorf("listing the comments of %s: %w", t, err)
-	}
-	for _, cm := range comments {
-		if cm != nil && cm.Poster != nil && strings.EqualFold(cm.Poster.UserName, login) {
-			count++
-			size += len(cm.Body)
-		}
-	}
-	return count, size, nil
-}
-
-// Setup reads what claim.CheckHardening decides on: the repository's default branch, its
-// branch protection rules, and whether each of logins is a site administrator.
-func (c *Client) Setup(ctx context.Context, repository string, logins []string) (claim.GiteaSetup, error) {
-	owner, name, err := splitRepo(repository)
-	if err != nil {
-		return claim.GiteaSetup{}, err
-	}
-	sdk := c.SDK(ctx)
-	repo, resp, err := sdk.GetRepo(owner, name)
-	if err != nil {
-		return claim.GiteaSetup{}, sdkErr("GET", repoPath(owner, name), resp, err)
-	}
-	rules, resp, err := sdk.ListBranchProtections(owner, name, gitea.ListBranchProtectionsOptions{})
-	if err != nil {
-		return claim.GiteaSetup{}, sdkErr("GET", repoPath(owner, name)+"/branch_protections", resp, err)
-	}
-	s := claim.GiteaSetup{DefaultBranch: repo.DefaultBranch, Workers: map[string]bool{}}
-	version, resp, err := sdk.ServerVersion()
-	if err != nil {
-		return claim.GiteaSetup{}, sdkErr("GET", "/version", resp, err)
-	}
-	s.Version = version
-	for _, r := range rules {
-		if r == nil {
-			continue
-		}
-		s.Rules = append(s.Rules, claim.BranchRule{Name: cmp.Or(r.RuleName, r.BranchName), EnablePush: r.EnablePush,
-			PushAllowlistOn: r.EnablePushWhitelist, PushAllowlist: r.PushWhitelistUsernames})
-	}
-	for _, login := range logins {
-		u, resp, err := sdk.GetUserInfo(login)
-		if err != nil {
-			return claim.GiteaSetup{}, sdkErr("GET", "/users/"+url.PathEscape(login), resp, err)
-		}
-		s.Workers[login] = u.IsAdmin
-	}
-	return s, nil
 }

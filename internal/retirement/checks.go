@@ -42,11 +42,12 @@ func RequiredIdentityFields() []string {
 	return out
 }
 
-// checkFunc is one link of the eligibility chain. It reports the reason code
-// it stands for, a human-readable detail, and whether the row failed it.
+// checkFunc is the test of one link of the eligibility chain. It reports
+// whether the row failed it and, when it did, a human-readable detail; the
+// reason code is the link's own (checkChain), written once.
 // A failing check may attach evidence specific to its failure with
 // rc.note; the common evidence is recorded for every row regardless.
-type checkFunc func(rc *rowContext) (reason, detail string, failed bool)
+type checkFunc func(rc *rowContext) (detail string, failed bool)
 
 // checkChain is the eligibility conjunction in evaluation order. The order is
 // chosen so that every reason code can be the first failure of some row and
@@ -144,21 +145,21 @@ type evidenceEntry struct{ key, value string }
 
 // checkActive: only an Active registration can be retired. Retired rows (and
 // rows carrying any other phase value) are left alone.
-func checkActive(rc *rowContext) (string, string, bool) {
+func checkActive(rc *rowContext) (string, bool) {
 	if rc.row.Phase != fleet.Active {
 		rc.note(EvidencePhase, rc.row.Phase)
-		return ReasonAlreadyTerminal, "phase is " + strconv.Quote(rc.row.Phase) + "; only Active registrations are retired", true
+		return "phase is " + strconv.Quote(rc.row.Phase) + "; only Active registrations are retired", true
 	}
-	return ReasonAlreadyTerminal, "", false
+	return "", false
 }
 
 // checkIdentityComplete: every field that attributes the row to one process
 // must be present: client instance id, worker namespace, identity, remote, a
 // positive pid, a valid positive TTL, host id and process start time.
 // Without them nothing later could be proven.
-func checkIdentityComplete(rc *rowContext) (string, string, bool) {
+func checkIdentityComplete(rc *rowContext) (string, bool) {
 	if rc.missing == 0 {
-		return ReasonIncompleteIdentity, "", false
+		return "", false
 	}
 	missing := make([]string, 0, len(requiredIdentityFields))
 	for bit, name := range requiredIdentityFields {
@@ -168,7 +169,7 @@ func checkIdentityComplete(rc *rowContext) (string, string, bool) {
 	}
 	rc.note(EvidenceMissingFields, strings.Join(missing, ","))
 	rc.note(EvidenceHeartbeatTTLSeconds, rc.ttl.text)
-	return ReasonIncompleteIdentity, "missing or invalid identity fields: " + strings.Join(missing, ", "), true
+	return "missing or invalid identity fields: " + strings.Join(missing, ", "), true
 }
 
 // missingIdentityFields returns a bit mask over requiredIdentityFields (bit i
@@ -195,49 +196,49 @@ func missingIdentityFields(r *Row, ttlPositive bool) uint8 {
 // checkHeartbeatParses: the stored heartbeat must be an RFC 3339 timestamp
 // with an explicit zone (Z or an offset); an empty or malformed value
 // proves nothing about when the worker was last seen.
-func checkHeartbeatParses(rc *rowContext) (string, string, bool) {
+func checkHeartbeatParses(rc *rowContext) (string, bool) {
 	if !rc.hbOK {
 		rc.note(EvidenceLastHeartbeatAt, rc.row.LastHeartbeatAt)
 		if rc.row.LastHeartbeatAt == "" {
-			return ReasonUnparsableHeartbeat, "no heartbeat has been recorded", true
+			return "no heartbeat has been recorded", true
 		}
-		return ReasonUnparsableHeartbeat, "lastHeartbeatAt " + strconv.Quote(rc.row.LastHeartbeatAt) + " is not an RFC 3339 timestamp", true
+		return "lastHeartbeatAt " + strconv.Quote(rc.row.LastHeartbeatAt) + " is not an RFC 3339 timestamp", true
 	}
-	return ReasonUnparsableHeartbeat, "", false
+	return "", false
 }
 
 // checkNotLive: a worker whose heartbeat is still fresh at Now is live unless
 // the probe withdrew liveness (process gone or pid reused). An alive or
 // unknown probe neither helps nor hurts here.
-func checkNotLive(rc *rowContext) (string, string, bool) {
+func checkNotLive(rc *rowContext) (string, bool) {
 	if rc.classification == fleet.Live {
-		return ReasonWorkerLive, "heartbeat is fresh until " + rc.expiryText + " and the probe (" + string(rc.effective) + ") did not show the process gone", true
+		return "heartbeat is fresh until " + rc.expiryText + " and the probe (" + string(rc.effective) + ") did not show the process gone", true
 	}
-	return ReasonWorkerLive, "", false
+	return "", false
 }
 
 // checkProvenance: the client instance id must have been minted by a
 // launcher (inst-…). Legacy pid-/proc- ids, or anything else, only say which
 // process was nearby, not which launch the row belongs to, so such rows are
 // kept until the worker registers again under a trusted id.
-func checkProvenance(rc *rowContext) (string, string, bool) {
+func checkProvenance(rc *rowContext) (string, bool) {
 	if !fleet.IsTrustedInstanceID(rc.row.ClientInstanceID) {
 		rc.note(EvidenceClientInstanceID, rc.row.ClientInstanceID)
-		return ReasonUntrustedProvenance, "client instance id " + strconv.Quote(rc.row.ClientInstanceID) + " is not launcher-minted (inst-…)", true
+		return "client instance id " + strconv.Quote(rc.row.ClientInstanceID) + " is not launcher-minted (inst-…)", true
 	}
-	return ReasonUntrustedProvenance, "", false
+	return "", false
 }
 
 // checkRepository: the row must be bound to a repository written as exactly
 // owner/name and equal to the canonical repository. The comparison ignores
 // letter case because Gitea owner and repository names are
 // case-insensitive; surrounding whitespace on the row is not tolerated.
-func checkRepository(rc *rowContext) (string, string, bool) {
+func checkRepository(rc *rowContext) (string, bool) {
 	r := rc.row.Repository
-	fail := func(detail string) (string, string, bool) {
+	fail := func(detail string) (string, bool) {
 		rc.note(EvidenceRepository, r)
 		rc.note(EvidenceCanonicalRepository, rc.p.canonRepo)
-		return ReasonRepositoryAmbiguous, detail, true
+		return detail, true
 	}
 	switch {
 	case !rc.p.canonRepoOK:
@@ -249,89 +250,89 @@ func checkRepository(rc *rowContext) (string, string, bool) {
 	case !strings.EqualFold(r, rc.p.canonRepo):
 		return fail(fmt.Sprintf("repository binding %q differs from the canonical repository %q", r, rc.p.canonRepo))
 	}
-	return ReasonRepositoryAmbiguous, "", false
+	return "", false
 }
 
 // checkHostBinding: process liveness can only be proven on the worker's own
 // machine, so the row's host id must equal the (known) host id of the
 // controller running retirement.
-func checkHostBinding(rc *rowContext) (string, string, bool) {
+func checkHostBinding(rc *rowContext) (string, bool) {
 	h := rc.p.in.Host
 	if blank(h.HostID) {
-		return ReasonHostBindingUnproven, "the controller does not know its own host id", true
+		return "the controller does not know its own host id", true
 	}
 	if rc.row.HostID != h.HostID {
-		return ReasonHostBindingUnproven, "registered on host " + strconv.Quote(rc.row.HostID) + " but retirement runs on host " + strconv.Quote(h.HostID), true
+		return "registered on host " + strconv.Quote(rc.row.HostID) + " but retirement runs on host " + strconv.Quote(h.HostID), true
 	}
-	return ReasonHostBindingUnproven, "", false
+	return "", false
 }
 
 // checkBootKnown: both the row and the controller's host must carry a boot
 // id; without it a pid cannot be tied to one boot of the machine.
-func checkBootKnown(rc *rowContext) (string, string, bool) {
+func checkBootKnown(rc *rowContext) (string, bool) {
 	switch {
 	case blank(rc.row.BootID) && blank(rc.p.in.Host.BootID):
-		return ReasonBootIdentityUnknown, "neither the registration nor the controller's host has a boot id", true
+		return "neither the registration nor the controller's host has a boot id", true
 	case blank(rc.row.BootID):
-		return ReasonBootIdentityUnknown, "the registration has no boot id", true
+		return "the registration has no boot id", true
 	case blank(rc.p.in.Host.BootID):
-		return ReasonBootIdentityUnknown, "the controller's host boot id is unknown", true
+		return "the controller's host boot id is unknown", true
 	}
-	return ReasonBootIdentityUnknown, "", false
+	return "", false
 }
 
 // checkProbeDefinite: the process probe must have given a definite answer;
 // a missing probe or an unknown verdict fails closed.
-func checkProbeDefinite(rc *rowContext) (string, string, bool) {
+func checkProbeDefinite(rc *rowContext) (string, bool) {
 	if rc.effective == fleet.PIDUnknown {
 		rc.noteProcess()
-		return ReasonPIDLivenessUnknown, "process liveness could not be determined: " + rc.effectiveWhy, true
+		return "process liveness could not be determined: " + rc.effectiveWhy, true
 	}
-	return ReasonPIDLivenessUnknown, "", false
+	return "", false
 }
 
 // checkProbeNotAlive: a running registered process blocks retirement
 // absolutely, even when its heartbeat lapsed and even across a boot change.
-func checkProbeNotAlive(rc *rowContext) (string, string, bool) {
+func checkProbeNotAlive(rc *rowContext) (string, bool) {
 	if rc.effective == fleet.PIDAlive {
 		rc.noteProcess()
-		return ReasonPIDAlive, "pid " + strconv.FormatInt(rc.row.PID, 10) + " is still running: " + rc.effectiveWhy, true
+		return "pid " + strconv.FormatInt(rc.row.PID, 10) + " is still running: " + rc.effectiveWhy, true
 	}
-	return ReasonPIDAlive, "", false
+	return "", false
 }
 
 // checkPIDNotReused: when the pid number is now held by a different process
 // incarnation (different start time), the row is preserved: an occupied pid
 // is never argued away.
-func checkPIDNotReused(rc *rowContext) (string, string, bool) {
+func checkPIDNotReused(rc *rowContext) (string, bool) {
 	if rc.effective == fleet.PIDReused {
 		rc.noteProcess()
-		return ReasonPIDReuseDetected, "pid " + strconv.FormatInt(rc.row.PID, 10) + " is occupied by another process incarnation: " + rc.effectiveWhy, true
+		return "pid " + strconv.FormatInt(rc.row.PID, 10) + " is occupied by another process incarnation: " + rc.effectiveWhy, true
 	}
-	return ReasonPIDReuseDetected, "", false
+	return "", false
 }
 
 // checkHeartbeatExpired: lastHeartbeatAt + TTL must not be after Now. This
 // only triggers for a fresh heartbeat whose process a probe showed gone.
-func checkHeartbeatExpired(rc *rowContext) (string, string, bool) {
+func checkHeartbeatExpired(rc *rowContext) (string, bool) {
 	if rc.expiryOK && rc.p.in.Now.Before(rc.expiry) {
-		return ReasonHeartbeatNotExpired, "heartbeat does not expire until " + rc.expiryText, true
+		return "heartbeat does not expire until " + rc.expiryText, true
 	}
 	if !rc.expiryOK {
-		return ReasonHeartbeatNotExpired, "heartbeat expiry could not be computed", true
+		return "heartbeat expiry could not be computed", true
 	}
-	return ReasonHeartbeatNotExpired, "", false
+	return "", false
 }
 
 // checkOwnershipStale: the stored ownership state must be exactly "stale";
 // anything else means the controller's own classification disagrees or has
 // not been written yet.
-func checkOwnershipStale(rc *rowContext) (string, string, bool) {
+func checkOwnershipStale(rc *rowContext) (string, bool) {
 	if rc.row.OwnershipState != fleet.Stale {
 		rc.note(EvidenceOwnershipState, rc.row.OwnershipState)
-		return ReasonAmbiguousOwnership, "stored ownership state is " + strconv.Quote(rc.row.OwnershipState) + ", not \"" + fleet.Stale + "\"", true
+		return "stored ownership state is " + strconv.Quote(rc.row.OwnershipState) + ", not \"" + fleet.Stale + "\"", true
 	}
-	return ReasonAmbiguousOwnership, "", false
+	return "", false
 }
 
 // checkNoSharedIdentity: no other registration may claim the same worker
@@ -339,55 +340,55 @@ func checkOwnershipStale(rc *rowContext) (string, string, bool) {
 // (live, probed alive, or unprobeable) may share this row's process identity
 // (host id + boot id + pid), session id or generation id. Shared evidence
 // means we cannot tell which row describes the running process.
-func checkNoSharedIdentity(rc *rowContext) (string, string, bool) {
+func checkNoSharedIdentity(rc *rowContext) (string, bool) {
 	p, r := rc.p, rc.row
 	if rc.sameName > 1 {
 		rc.note(EvidenceConflictingWorkers, strconv.Quote(r.Name))
-		return ReasonConflictingIdentity, fmt.Sprintf("%d registrations share the worker identity %q", rc.sameName, r.Name), true
+		return fmt.Sprintf("%d registrations share the worker identity %q", rc.sameName, r.Name), true
 	}
 	if k, ok := procKeyOf(r); ok {
 		if names := p.others(p.procIdx[k], rc); names != "" {
 			rc.note(EvidenceConflictingWorkers, names)
-			return ReasonConflictingIdentity, "process identity (host, boot, pod, pid) is shared with possibly live registration(s) " + names, true
+			return "process identity (host, boot, pod, pid) is shared with possibly live registration(s) " + names, true
 		}
 	}
 	if r.SessionID != "" {
 		if names := p.others(p.sessIdx[r.SessionID], rc); names != "" {
 			rc.note(EvidenceConflictingWorkers, names)
-			return ReasonConflictingIdentity, "session id is shared with possibly live registration(s) " + names, true
+			return "session id is shared with possibly live registration(s) " + names, true
 		}
 	}
 	if r.GenerationID != "" {
 		if names := p.others(p.genIdx[r.GenerationID], rc); names != "" {
 			rc.note(EvidenceConflictingWorkers, names)
-			return ReasonConflictingIdentity, "generation id is shared with possibly live registration(s) " + names, true
+			return "generation id is shared with possibly live registration(s) " + names, true
 		}
 	}
-	return ReasonConflictingIdentity, "", false
+	return "", false
 }
 
 // checkNoClientInstanceConflict: no other non-retired registration with the
 // same (clientInstanceID, workerNamespace) may be live or unprobeable; if one
 // might be, the pair is ambiguous and neither row is touched.
-func checkNoClientInstanceConflict(rc *rowContext) (string, string, bool) {
+func checkNoClientInstanceConflict(rc *rowContext) (string, bool) {
 	if rc.row.ClientInstanceID == "" {
-		return ReasonClientInstanceConflict, "", false
+		return "", false
 	}
 	k := cidKey{rc.row.ClientInstanceID, rc.row.WorkerNamespace}
 	if names := rc.p.others(rc.p.cidIdx[k], rc); names != "" {
 		rc.note(EvidenceConflictingWorkers, names)
-		return ReasonClientInstanceConflict, "client instance id and worker namespace are also claimed by possibly live registration(s) " + names, true
+		return "client instance id and worker namespace are also claimed by possibly live registration(s) " + names, true
 	}
-	return ReasonClientInstanceConflict, "", false
+	return "", false
 }
 
 // checkNotProtected: a worker that holds an active task claim is never
 // retired, whatever the rest of the evidence says.
-func checkNotProtected(rc *rowContext) (string, string, bool) {
+func checkNotProtected(rc *rowContext) (string, bool) {
 	if rc.owner {
-		return ReasonProtectedWorkflowOwner, "the worker holds an active task claim", true
+		return "the worker holds an active task claim", true
 	}
-	return ReasonProtectedWorkflowOwner, "", false
+	return "", false
 }
 
 // noteProcess attaches the process identity a probe verdict is about.

@@ -22,7 +22,10 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"slices"
+	"sort"
 	"strings"
+
+	"github.com/giteatools/fleet-controller/internal/fleet"
 )
 
 // Hash domains: a token of one kind can never equal a token of another kind,
@@ -233,4 +236,61 @@ func appendOptInt(b []byte, v *int64) []byte {
 	}
 	b = append(b, 1)
 	return binary.BigEndian.AppendUint64(b, uint64(*v))
+}
+
+// fleetCandidateDomain separates the fleet candidate fingerprint from the others.
+const fleetCandidateDomain = "fleet.giteatools.dev/retirement/fleet-candidate-fingerprint/v1"
+
+// FleetCandidateFingerprint is the fleet plan's candidate fingerprint: "sha256:" and the
+// hex SHA-256 of a domain line followed by one line "<hostID>=<host plan's candidate
+// fingerprint>" per host, sorted by host id, each ending in a newline. It moves when any
+// host's candidate set moves, and it does not depend on the order the host plans were
+// made or read in, nor on which agent aggregated them.
+func FleetCandidateFingerprint(hosts []HostShare) string {
+	lines := make([]string, 0, len(hosts))
+	for _, h := range hosts {
+		lines = append(lines, h.HostID+"="+h.CandidateFingerprint)
+	}
+	sort.Strings(lines)
+	sum := sha256.New()
+	sum.Write([]byte(fleetCandidateDomain + "\n"))
+	for _, l := range lines {
+		sum.Write([]byte(l + "\n"))
+	}
+	return "sha256:" + hex.EncodeToString(sum.Sum(nil))
+}
+
+// RegistryFingerprintBeforeSiblings is the registry fingerprint a host plan compares a
+// registry-bound approval with. The approval names the whole namespace's registry as the
+// fleet plan saw it, and the fleet's host plans apply at the same time: a sibling host
+// plan's retirement of its own rows moves the registry between this host's plan and its
+// fresh read, although nothing the approval bound has changed. So a row of another host
+// that is Retired by fleetPlanRef (the namespace/name every host plan of that fleet plan
+// writes into retiredBy) is counted in the only form a candidate can have had at plan
+// time: Active and stale. Every other row counts as it is now.
+//
+// This cannot let a change through: the reverted row matches the plan-time fingerprint
+// only if, at plan time, it was an Active, stale row with every other fingerprinted
+// field as it is now, so the one change is its own retirement. A row retired by
+// anything else, a row of this host, or a row that was live at plan time still moves
+// the fingerprint.
+func RegistryFingerprintBeforeSiblings(rows []Row, fleetPlanRef, hostID string) string {
+	if fleetPlanRef == "" {
+		return RegistryFingerprint(rows)
+	}
+	var before []Row
+	for i := range rows {
+		r := rows[i]
+		if r.HostID != hostID && r.RetiredBy == fleetPlanRef && r.Phase == fleet.Retired {
+			if before == nil {
+				before = slices.Clone(rows)
+			}
+			r.Phase, r.OwnershipState = fleet.Active, fleet.Stale
+			before[i] = r
+		}
+	}
+	if before == nil {
+		return RegistryFingerprint(rows)
+	}
+	return RegistryFingerprint(before)
 }

@@ -73,17 +73,27 @@ func (n Number) Duration() (time.Duration, error) {
 	return secondsToDuration(c), nil
 }
 
+// SecondsDuration is seconds as a Duration, saturating at the limits of time.Duration
+// (about ±292 years) instead of wrapping around. It is the one conversion of a heartbeat
+// TTL: the schema bounds heartbeatTTLSeconds far below the limit, but a row stored before
+// that bound, or written where the schema is not enforced, may carry more, and a TTL that
+// wrapped to a small or negative value would turn a live worker stale. A non-positive
+// TTL never keeps a heartbeat fresh (fleet.Classify).
+func SecondsDuration(seconds int64) time.Duration {
+	switch {
+	case seconds > math.MaxInt64/int64(time.Second):
+		return time.Duration(math.MaxInt64)
+	case seconds < math.MinInt64/int64(time.Second):
+		return time.Duration(math.MinInt64)
+	}
+	return time.Duration(seconds) * time.Second
+}
+
 // secondsToDuration converts a canonical decimal (always valid float syntax)
 // into a saturating duration.
 func secondsToDuration(canonical string) time.Duration {
 	if i, err := strconv.ParseInt(canonical, 10, 64); err == nil {
-		if i > math.MaxInt64/int64(time.Second) {
-			return time.Duration(math.MaxInt64)
-		}
-		if i < math.MinInt64/int64(time.Second) {
-			return time.Duration(math.MinInt64)
-		}
-		return time.Duration(i) * time.Second
+		return SecondsDuration(i)
 	}
 	// A range error still yields ±Inf or ±0, both handled below.
 	f, _ := strconv.ParseFloat(canonical, 64)

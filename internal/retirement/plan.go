@@ -338,8 +338,8 @@ func (p *planner) assess(rc *rowContext) Assessment {
 	p.notes = p.notes[:0]
 	a := Assessment{WorkerIdentity: rc.row.Name, ReasonCode: ReasonEligibleStaleOrphan, Detail: candidateDetail}
 	for _, c := range checkChain {
-		if reason, detail, failed := c.fn(rc); failed {
-			a.ReasonCode, a.Detail = reason, detail
+		if detail, failed := c.fn(rc); failed {
+			a.ReasonCode, a.Detail = c.code, detail
 			break
 		}
 	}

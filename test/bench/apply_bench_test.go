@@ -10,7 +10,7 @@
 // Nothing but the CRDs is installed: no admission policies, no RBAC, no manager. The
 // reconciler is driven by hand and its approver check always allows, because this
 // measures throughput, not permissions (the RetirementPlan suite in
-// internal/controller/retirementplan covers those).
+// controllers/retirementplan covers those).
 package bench
 
 import (

@@ -71,9 +71,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/controllers/taskclaim"
+	"github.com/giteatools/fleet-controller/controllers/workerregistration"
 	"github.com/giteatools/fleet-controller/internal/claim"
-	"github.com/giteatools/fleet-controller/internal/controller/taskclaim"
-	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"

@@ -26,9 +26,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/controllers/retirementplan"
+	"github.com/giteatools/fleet-controller/controllers/workerregistration"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
-	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
-	"github.com/giteatools/fleet-controller/internal/controller/workerregistration"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/managercache"
@@ -401,7 +401,7 @@ func statusSizes(ctx context.Context, b *testing.B, c client.Client, ns string) 
 func pageSizes(ctx context.Context, b *testing.B, c client.Client, ns, name string, rows int) (pages, largest int) {
 	b.Helper()
 	var pl fleetv1alpha1.RetirementPlanPageList
-	if err := c.List(ctx, &pl, client.InNamespace(ns), client.MatchingLabels{retirementplan.LabelFleetPlan: name}); err != nil {
+	if err := c.List(ctx, &pl, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.FleetPlanLabel: name}); err != nil {
 		b.Fatal(err)
 	}
 	held := 0

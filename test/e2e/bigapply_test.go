@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
-	"github.com/giteatools/fleet-controller/internal/controller/retirementplan"
+	"github.com/giteatools/fleet-controller/controllers/retirementplan"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 

@@ -262,3 +262,13 @@ func (e *Env) WriteKubeconfig(path string) error {
 	kc.CurrentContext = "envtest"
 	return clientcmd.WriteToFile(*kc, path)
 }
+
+// DurationFromEnv is the duration the environment variable name holds (Go syntax, e.g.
+// "5m"), or def when it is unset, invalid or not positive: how a long run (make stress)
+// stretches a spec's waits without changing the suite.
+func DurationFromEnv(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
+		return d
+	}
+	return def
+}

@@ -1,0 +1,320 @@
+package retirementplan
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/conditions"
+	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/retirement"
+)
+
+// HostPlanReconciler plans and applies host plans (spec.hostID set): the rows of one
+// host, planned and applied only by the agent that holds the host's Lease.
+type HostPlanReconciler struct {
+	*Deps
+	// Prober probes this host's processes while planning; nil leaves every pid unknown.
+	Prober liveness.Prober
+	// Reprober re-establishes, right before each row's write, that the exact process is
+	// gone; nil means apply retires nothing (liveness_reprobe_unavailable).
+	Reprober liveness.Prober
+	// Agent is this manager's agent for its host: host plans of that host are planned and
+	// applied only while it holds the host's Lease. Nil: this manager runs no host plan.
+	Agent HostAgent
+	// ApproverRecheck is how often a long apply checks the approval again (zero:
+	// retirement.DefaultApproverRecheck).
+	ApproverRecheck retirement.Recheck
+	// BeforeWrite, when set, runs right before each row's fence check and guarded write.
+	// It is a test seam for interleaving concurrent changes.
+	BeforeWrite func(ctx context.Context, worker string)
+
+	// The single applier (intent.go).
+
+	// ApplierID names this applier in status.applyProgress (empty: ProcessApplierID, the
+	// host name and a random suffix minted once per process).
+	ApplierID string
+	// TakeoverTimeout is how long an apply's hold lasts without renewal before another
+	// reconcile takes it over and completes the report (zero:
+	// retirement.DefaultTakeoverTimeout).
+	TakeoverTimeout time.Duration
+	// AfterWrite, when set, runs right after each successful row write. An error abandons
+	// the apply at once, writing nothing more (no row, no renewal, no report), as if the
+	// process had died there: a test seam for crashes between two row writes.
+	AfterWrite func(ctx context.Context, worker string) error
+
+	// planLocks serialises the work on one host plan in this process (lockPlan).
+	planLocks sync.Map
+	// pendingPages holds, per host plan, the verdicts of a plan this agent recorded as
+	// planned and whose pages it has yet to write (pages.go).
+	pendingPages sync.Map
+}
+
+// Reconcile plans and applies a host plan; it leaves fleet plans to FleetPlanReconciler.
+func (r *HostPlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	plan := &fleetv1alpha1.RetirementPlan{}
+	if err := r.Get(ctx, req.NamespacedName, plan); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forgetPages(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if plan.Spec.HostID == "" {
+		return ctrl.Result{}, nil
+	}
+	return r.reconcileHost(ctx, req.NamespacedName, plan.Spec.HostID, false)
+}
+
+// SetupWithManager registers the reconciler as "retirementplan-host".
+func (r *HostPlanReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return r.SetupWithManagerNamed(mgr, "retirementplan-host")
+}
+
+// SetupWithManagerNamed registers the reconciler under name, for host plans that pass
+// preds. A host plan's own spec changes (generation) enqueue it, and so does any change
+// of its fleet plan (an approval lands there); when this manager's agent gains or loses
+// its host's Lease, the host plans of that host are looked at again.
+func (r *HostPlanReconciler) SetupWithManagerNamed(mgr ctrl.Manager, name string, preds ...predicate.Predicate) error {
+	hostPlans := predicate.NewPredicateFuncs(func(o client.Object) bool { return isHostPlan(o) })
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&fleetv1alpha1.RetirementPlan{}, builder.WithPredicates(append([]predicate.Predicate{hostPlans, predicate.GenerationChangedPredicate{}}, preds...)...)).
+		Watches(&fleetv1alpha1.RetirementPlan{}, handler.EnqueueRequestsFromMapFunc(r.hostPlansOf), builder.WithPredicates(preds...)).
+		Named(name).
+		// Host-scoped: every manager runs it, and acts only for what its agent holds.
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)})
+	if ch, ok := r.Agent.(interface {
+		Changes() <-chan event.GenericEvent
+	}); ok {
+		b = b.WatchesRawSource(source.Channel(ch.Changes(), handler.EnqueueRequestsFromMapFunc(r.ownHostPlans)))
+	}
+	return b.Complete(r)
+}
+
+// isHostPlan says whether o is a host plan (a RetirementPlan with spec.hostID).
+func isHostPlan(o client.Object) bool {
+	p, ok := o.(*fleetv1alpha1.RetirementPlan)
+	return ok && p.Spec.HostID != ""
+}
+
+// hostPlansOf maps a fleet plan to its host plans.
+func (r *HostPlanReconciler) hostPlansOf(ctx context.Context, o client.Object) []reconcile.Request {
+	plan, ok := o.(*fleetv1alpha1.RetirementPlan)
+	if !ok || plan.Spec.HostID != "" {
+		return nil
+	}
+	list := &fleetv1alpha1.RetirementPlanList{}
+	if err := r.List(ctx, list, client.InNamespace(plan.Namespace), client.MatchingLabels{fleetv1alpha1.FleetPlanLabel: labelValue(plan.Name)}); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
+}
+
+// ownHostPlans lists the unfinished host plans of this manager's host.
+func (r *HostPlanReconciler) ownHostPlans(ctx context.Context, _ client.Object) []reconcile.Request {
+	if r.Agent == nil {
+		return nil
+	}
+	list := &fleetv1alpha1.RetirementPlanList{}
+	if err := r.List(ctx, list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Spec.HostID == r.Agent.ID() && (p.Status.Outcome == "" || p.Status.Outcome == retirement.OutcomePlanned) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		}
+	}
+	return out
+}
+
+// holds says whether this manager is the agent of hostID right now.
+func (r *HostPlanReconciler) holds(hostID string) bool {
+	return r.Agent != nil && hostID != "" && r.Agent.ID() == hostID && r.Agent.Held()
+}
+
+// lockPlan serialises the work on one host plan within this process: the host plan's own
+// reconcile and its fleet plan's reconcile (which runs local host plans at once) may
+// otherwise overlap.
+func (r *HostPlanReconciler) lockPlan(key types.NamespacedName) func() {
+	m, _ := r.planLocks.LoadOrStore(key, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// reconcileHost plans and, once its fleet plan is approved, applies a host plan. Only the
+// agent holding the host's Lease does anything; a standby agent, or one of another host,
+// writes nothing.
+//
+// A plan's pages are written after the status that records it planned. When the fleet
+// plan's reconcile runs a host plan of this host (inline), the pages of a plan it just
+// recorded wait for the host plan's own reconcile, which that status write enqueues, so
+// the fleet plan aggregates first. Pages pending from earlier are written before
+// anything else is done to the plan.
+func (r *HostPlanReconciler) reconcileHost(ctx context.Context, key types.NamespacedName, hostID string, inline bool) (ctrl.Result, error) {
+	if !r.holds(hostID) {
+		return ctrl.Result{}, nil
+	}
+	defer r.lockPlan(key)()
+	plan := &fleetv1alpha1.RetirementPlan{}
+	if err := r.APIReader.Get(ctx, key, plan); err != nil { // the newest state, not the cache's
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	logger := log.FromContext(ctx).WithValues("RetirementPlan", klogRef(plan), "host", hostID)
+	if pagesPending(plan) {
+		if err := r.writePending(ctx, plan); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	// An apply recorded as in progress: wait for its holder, or take over a lapsed hold
+	// and complete the report from the rows (intent.go). Nothing else touches such a plan.
+	if applyInProgress(plan) {
+		return r.settleApply(ctx, plan)
+	}
+	if plan.Status.Outcome != "" && plan.Status.Outcome != retirement.OutcomePlanned {
+		return ctrl.Result{}, nil
+	}
+	if plan.Status.Outcome == "" {
+		if err := r.plan(ctx, plan); err != nil {
+			return ctrl.Result{}, err
+		}
+		logger.Info("Planned host plan", "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
+		if inline {
+			return ctrl.Result{}, nil
+		}
+		if err := r.writePending(ctx, plan); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if r.effectiveApproval(ctx, plan) == nil {
+		return ctrl.Result{}, nil // the fleet plan's change enqueues this host plan again
+	}
+	// The host plan records that it is approved before its apply records its intent: the
+	// intent is written only on a plan whose stored status says Approved.
+	if !approvedNow(plan) {
+		conditions.Set(&plan.Status.Conditions, plan.Generation, fleetv1alpha1.ApprovedCondition, true,
+			fleetv1alpha1.ReasonApprovedThroughFleetPlan, "The fleet plan is Approved and covers this host plan's candidates")
+		if err := r.Status().Update(ctx, plan); err != nil {
+			return ctrl.Result{}, fmt.Errorf("recording the host plan's approval: %w", err)
+		}
+	}
+	logger.Info("Applying host plan")
+	return r.applyApproved(ctx, plan) // apply.go: intent, guarded row writes, report
+}
+
+func klogRef(p *fleetv1alpha1.RetirementPlan) string { return p.Namespace + "/" + p.Name }
+
+// plan computes the dry-run plan and writes it to status.
+func (r *HostPlanReconciler) plan(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
+	fresh, err := r.assess(ctx, plan)
+	if err != nil {
+		return err
+	}
+	// The snapshot is the last use of the registrations read: they are let go before the
+	// pages are written, the plan's largest allocations.
+	snapshot := r.snapshotOf(plan.Namespace, fresh.items)
+	fresh.items = nil
+	setPlanStatus(plan, fresh.plan, r.Clock.Now())
+	if plan.Spec.HostID != "" {
+		markHostPlan(plan)
+	}
+	plan.Status.Snapshot = snapshot
+	// The verdicts are kept for the pages, which follow this write (writePending): the
+	// plan is planned, and can be approved, before every row is paged.
+	r.holdPages(plan, fresh.plan)
+	if err := r.Status().Update(ctx, plan); err != nil { // guarded by the resourceVersion read above
+		r.forgetPages(client.ObjectKeyFromObject(plan))
+		return fmt.Errorf("writing plan status: %w", err)
+	}
+	p := fresh.plan
+	plansTotal.WithLabelValues(retirement.OutcomePlanned).Inc()
+	for reason, n := range p.PreservedReasonCounts {
+		preservedTotal.WithLabelValues("plan", reason).Add(float64(n))
+	}
+	r.Recorder.Eventf(plan, nil, "Normal", fleetv1alpha1.ReasonPlanned, "Plan",
+		"Planned: %d candidate(s), %d preserved of %d assessed", p.CandidateCount, p.PreservedCount, p.AssessedCount)
+	return nil
+}
+
+// effectiveApproval is the approval a plan applies with. A fleet plan's is its own
+// spec.approval. A host plan's is its fleet plan's, narrowed to this host: the same
+// binding, approver and registry fingerprint (the whole namespace's), the host plan's own
+// candidate fingerprint, and the approved identities that are this host plan's
+// candidates. It is nil (nothing may be applied) unless the fleet plan is Approved at its
+// current generation and its hosts entry still carries this host plan's candidate
+// fingerprint.
+func (r *HostPlanReconciler) effectiveApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementApproval {
+	if plan.Spec.HostID == "" {
+		return plan.Spec.Approval
+	}
+	a, _, _ := r.hostApproval(ctx, plan)
+	return a
+}
+
+// hostApproval is effectiveApproval of a host plan, with its fleet plan and, when nil,
+// why.
+func (r *HostPlanReconciler) hostApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (*fleetv1alpha1.RetirementApproval, *fleetv1alpha1.RetirementPlan, string) {
+	ref := metav1.GetControllerOf(plan)
+	if ref == nil || ref.Kind != kindRetirementPlan {
+		return nil, nil, "the host plan belongs to no fleet plan"
+	}
+	parent := &fleetv1alpha1.RetirementPlan{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: plan.Namespace, Name: ref.Name}, parent); err != nil {
+		return nil, nil, fmt.Sprintf("the fleet plan %s cannot be read: %v", ref.Name, err)
+	}
+	if parent.UID != ref.UID || parent.Spec.HostID != "" {
+		return nil, nil, fmt.Sprintf("%s is not the fleet plan this host plan was made for", ref.Name)
+	}
+	a := parent.Spec.Approval
+	if a == nil || !approvedNow(parent) {
+		return nil, parent, fmt.Sprintf("the fleet plan %s is not Approved at its current generation", parent.Name)
+	}
+	var entry *fleetv1alpha1.HostPlanStatus
+	for i := range parent.Status.Hosts {
+		if parent.Status.Hosts[i].HostID == plan.Spec.HostID {
+			entry = &parent.Status.Hosts[i]
+		}
+	}
+	if entry == nil || entry.Plan != plan.Name || entry.CandidateFingerprint == "" || entry.CandidateFingerprint != plan.Status.CandidateFingerprint {
+		return nil, parent, fmt.Sprintf("the fleet plan %s does not carry this host plan's candidate fingerprint for host %q", parent.Name, plan.Spec.HostID)
+	}
+	return &fleetv1alpha1.RetirementApproval{
+		Binding:              a.Binding,
+		RegistryFingerprint:  a.RegistryFingerprint,
+		CandidateFingerprint: plan.Status.CandidateFingerprint,
+		WorkerIdentities:     retirement.HostIdentities(a.WorkerIdentities, plan.Status.CandidateWorkerIdentities),
+		ApprovedBy:           a.ApprovedBy,
+		ApprovedGroups:       a.ApprovedGroups,
+	}, parent, ""
+}
+
+// retiredBy is what a retired row records as the plan that retired it: the fleet plan
+// the user acted on (for a host plan, its owner), as namespace/name.
+func (r *HostPlanReconciler) retiredBy(plan *fleetv1alpha1.RetirementPlan) string {
+	if ref := metav1.GetControllerOf(plan); plan.Spec.HostID != "" && ref != nil && ref.Kind == kindRetirementPlan {
+		return plan.Namespace + "/" + ref.Name
+	}
+	return plan.Namespace + "/" + plan.Name
+}

@@ -1,0 +1,254 @@
+package retirementplan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/apiconv"
+	"github.com/giteatools/fleet-controller/internal/retirement"
+)
+
+// The single-applier protocol (see internal/retirement/resume.go for why a takeover
+// completes the report instead of resuming the writes):
+//
+//  1. After the fence read, the fresh authoritative read, DecideApply and the approver
+//     re-check, the applier records its intent in status.applyProgress (InProgress,
+//     applier, startedAt, renewedAt, intended rows) with one compare-and-swap write of the
+//     plan's status. Only the winner of that write writes rows.
+//  2. While writing it renews renewedAt (and retiredSoFar) by compare-and-swap, at the
+//     approver re-check cadence (at least three times per takeover timeout). A renewal,
+//     and the final report, are written only while the plan still shows this applier's
+//     hold: its applier id and the renewedAt it last wrote. A conflict with an unrelated
+//     write is retried on the re-read plan; a re-read that shows another hold stops the
+//     apply at once, without any further row write or report.
+//  3. The report is written with the state Finished, in the same compare-and-swap.
+//  4. A reconcile that finds an apply in progress waits while its hold is fresh, and
+//     once the hold is older than the takeover timeout takes it over by
+//     compare-and-swap, reads every intended row from the API server, and completes the
+//     report from what the rows show (retirement.CompleteInterrupted). It writes no row.
+
+// Event reasons of the single-applier protocol.
+const (
+	// eventApplyInProgress: a reconcile found the apply held by another applier (or lost
+	// the race to record its intent) and wrote nothing.
+	eventApplyInProgress = "ApplyInProgress"
+	// eventApplyTakenOver: a reconcile took over a lapsed hold to complete the report.
+	eventApplyTakenOver = "ApplyTakenOver"
+	// eventApplyHoldLost: a running apply found its hold taken over and stopped at once.
+	eventApplyHoldLost = "ApplyHoldLost"
+)
+
+// maxCASAttempts bounds how often a compare-and-swap write of the plan's status is tried
+// again after a conflict with an unrelated write.
+const maxCASAttempts = 6
+
+// ErrApplyAbandoned is returned by Reconcile when the AfterWrite seam stopped an apply
+// between two row writes: nothing more was written, not even the report, exactly as if
+// the process had died there.
+var ErrApplyAbandoned = errors.New("apply abandoned between two row writes")
+
+var processApplierID = sync.OnceValue(func() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "fleet-controller"
+	}
+	if len(host) > 240 {
+		host = host[:240]
+	}
+	return host + "-" + utilrand.String(6)
+})
+
+// ProcessApplierID is this process's applier instance id: the host name and a random
+// suffix, minted once per process, so a restarted agent on the same host is a different
+// applier from its previous incarnation.
+func ProcessApplierID() string { return processApplierID() }
+
+func (r *HostPlanReconciler) applierID() string {
+	if r.ApplierID != "" {
+		return r.ApplierID
+	}
+	return ProcessApplierID()
+}
+
+func (r *HostPlanReconciler) takeoverTimeout() time.Duration {
+	if r.TakeoverTimeout <= 0 {
+		return retirement.DefaultTakeoverTimeout
+	}
+	return r.TakeoverTimeout
+}
+
+// applyHold is an applier's hold on a plan: its id and the renewedAt it last wrote.
+// Nobody else writes renewedAt, so a plan that still shows both is still held by it (a
+// takeover, even by an applier of the same id, writes a new renewedAt).
+type applyHold struct {
+	applier   string
+	renewedAt metav1.MicroTime
+}
+
+// heldBy says whether plan still shows hold.
+func heldBy(plan *fleetv1alpha1.RetirementPlan, hold applyHold) bool {
+	p := plan.Status.ApplyProgress
+	return p != nil && p.State == retirement.ApplyInProgress && p.Applier == hold.applier && p.RenewedAt.Equal(&hold.renewedAt)
+}
+
+// applyInProgress says whether a plan records an apply that has not written its report.
+func applyInProgress(plan *fleetv1alpha1.RetirementPlan) bool {
+	p := plan.Status.ApplyProgress
+	return p != nil && p.State != retirement.ApplyFinished
+}
+
+// standBack records that this reconciler found the apply held by someone else (or
+// finished) at stage, and wrote nothing. It returns when to look again.
+func (r *HostPlanReconciler) standBack(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, stage string, d retirement.ApplierDecision) ctrl.Result {
+	refusedAppliersTotal.WithLabelValues(stage).Inc()
+	log.FromContext(ctx).Info("Another applier holds the apply; this one writes nothing", "stage", stage, "applier", r.applierID(), "detail", d.Detail)
+	r.Recorder.Eventf(plan, nil, "Normal", eventApplyInProgress, "Apply",
+		"Applier %s wrote nothing at %s: %s", r.applierID(), stage, d.Detail)
+	if d.Action == retirement.ApplierDone {
+		return ctrl.Result{}
+	}
+	after := d.After
+	if after <= 0 {
+		after = r.takeoverTimeout()
+	}
+	return ctrl.Result{RequeueAfter: after}
+}
+
+// recordIntent records, by compare-and-swap, that this applier starts the apply and will
+// write rows. It returns the hold, or nil and when to look again if another applier
+// started (or finished) first.
+// model: apply.pml step A3 (the intent, guarded by the plan's resourceVersion)
+func (r *HostPlanReconciler) recordIntent(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, rows []retirement.Row) (*applyHold, ctrl.Result, error) {
+	intended := make([]string, 0, len(rows))
+	for _, row := range rows {
+		intended = append(intended, row.Name)
+	}
+	intended = retirement.NormalizeIdentities(intended)
+	me := r.applierID()
+	for attempt := 1; ; attempt++ {
+		now := r.Clock.Now()
+		d := retirement.DecideApplier(apiconv.Progress(plan.Status.ApplyProgress), me, now, r.takeoverTimeout())
+		if d.Action != retirement.ApplierStart || plan.Status.Outcome != retirement.OutcomePlanned ||
+			!approvedNow(plan) {
+			if d.Action == retirement.ApplierStart { // the report is written, or the approval was withdrawn
+				d = retirement.ApplierDecision{Action: retirement.ApplierDone, Detail: "the plan is no longer an approved plan awaiting its apply"}
+			}
+			return nil, r.standBack(ctx, plan, "intent", d), nil
+		}
+		plan.Status.ApplyProgress = &fleetv1alpha1.ApplyProgress{
+			State:         retirement.ApplyInProgress,
+			Applier:       me,
+			StartedAt:     metav1.NewTime(now),
+			RenewedAt:     metav1.NewMicroTime(now),
+			IntendedCount: int32(len(intended)),
+			Intended:      intended,
+		}
+		err := r.Status().Update(ctx, plan)
+		if err == nil {
+			hold := applyHold{applier: me, renewedAt: plan.Status.ApplyProgress.RenewedAt}
+			log.FromContext(ctx).Info("Recorded the apply's intent", "applier", me, "intended", len(intended))
+			return &hold, ctrl.Result{}, nil
+		}
+		if !apierrors.IsConflict(err) || attempt == maxCASAttempts {
+			return nil, ctrl.Result{}, fmt.Errorf("recording the apply's intent: %w", err)
+		}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(plan), plan); err != nil {
+			return nil, ctrl.Result{}, fmt.Errorf("re-reading the plan to record the apply's intent: %w", err)
+		}
+	}
+}
+
+// errHoldLost is a renewal's answer when the re-read plan shows another hold.
+var errHoldLost = errors.New("another applier holds the apply")
+
+// renew writes a new renewedAt (and retiredSoFar) while the plan still shows hold, and
+// returns the new hold. errHoldLost means another applier holds the plan now.
+// model: apply.pml step A5 (the renewal; losing it stops the applier)
+func (r *HostPlanReconciler) renew(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, hold applyHold, retiredSoFar int) (applyHold, error) {
+	for attempt := 1; ; attempt++ {
+		if !heldBy(plan, hold) {
+			return hold, errHoldLost
+		}
+		p := plan.Status.ApplyProgress
+		p.RenewedAt = metav1.NewMicroTime(r.Clock.Now())
+		p.RetiredSoFar = int32(retiredSoFar)
+		err := r.Status().Update(ctx, plan)
+		if err == nil {
+			return applyHold{applier: hold.applier, renewedAt: plan.Status.ApplyProgress.RenewedAt}, nil
+		}
+		if !apierrors.IsConflict(err) || attempt == maxCASAttempts {
+			return hold, fmt.Errorf("renewing the apply's hold: %w", err)
+		}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(plan), plan); err != nil {
+			return hold, fmt.Errorf("re-reading the plan to renew the apply's hold: %w", err)
+		}
+	}
+}
+
+// settleApply handles a plan whose apply is in progress: it waits while the hold is
+// fresh, and takes a lapsed hold over and completes the report from the rows. It writes
+// no row.
+// model: apply.pml steps A0 (wait for a fresh hold) and T1-T3 (take over a lapsed one,
+// read the rows, write the report; no row write)
+func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
+	me := r.applierID()
+	var from string
+	for attempt := 1; ; attempt++ {
+		d := retirement.DecideApplier(apiconv.Progress(plan.Status.ApplyProgress), me, r.Clock.Now(), r.takeoverTimeout())
+		switch d.Action {
+		case retirement.ApplierWait:
+			return r.standBack(ctx, plan, "wait", d), nil
+		case retirement.ApplierTakeOver:
+		default: // finished (or cleared) since the cached read: nothing to do here
+			return ctrl.Result{}, nil
+		}
+		p := plan.Status.ApplyProgress
+		from = p.Applier
+		p.Applier, p.TakenOverFrom = me, from
+		p.RenewedAt = metav1.NewMicroTime(r.Clock.Now())
+		err := r.Status().Update(ctx, plan)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) || attempt == maxCASAttempts {
+			return ctrl.Result{}, fmt.Errorf("taking over the apply: %w", err)
+		}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(plan), plan); err != nil {
+			return ctrl.Result{}, fmt.Errorf("re-reading the plan to take over the apply: %w", err)
+		}
+	}
+	hold := applyHold{applier: me, renewedAt: plan.Status.ApplyProgress.RenewedAt}
+	takeoversTotal.Inc()
+	log.FromContext(ctx).Info("Took over an interrupted apply; completing its report from the rows", "applier", me, "from", from)
+	r.Recorder.Eventf(plan, nil, "Warning", eventApplyTakenOver, "Apply",
+		"Applier %s took over the apply held by %s, which stopped renewing it; the report is completed from the rows and no further row is written", me, from)
+
+	items, err := r.listRegistrations(ctx, plan.Namespace)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading the intended rows of an interrupted apply: %w", err)
+	}
+	var requested []string
+	if a := r.effectiveApproval(ctx, plan); a != nil {
+		requested = a.WorkerIdentities
+	}
+	rep := retirement.CompleteInterrupted(retirement.Interrupted{
+		Progress:  apiconv.Progress(plan.Status.ApplyProgress),
+		Requested: requested,
+		PlanRef:   r.retiredBy(plan), // what the rows carry in retiredBy
+		Rows:      apiconv.Rows(items),
+	})
+	log.FromContext(ctx).Info("Completed an interrupted apply", "outcome", rep.Outcome, "retired", rep.RetiredCount)
+	return r.writeApplyStatus(ctx, plan, rep, r.snapshotOf(plan.Namespace, items), &hold)
+}

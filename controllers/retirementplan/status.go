@@ -1,0 +1,96 @@
+package retirementplan
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/apiconv"
+	"github.com/giteatools/fleet-controller/internal/conditions"
+	"github.com/giteatools/fleet-controller/internal/retirement"
+)
+
+// setPlanStatus writes a dry-run plan into status.
+func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now time.Time) {
+	listing := retirement.ListPlan(p)
+	s := &plan.Status
+	s.Outcome = p.Outcome
+	s.CanonicalRepository = p.CanonicalRepository
+	s.RegistryFingerprint = p.RegistryFingerprint
+	s.CandidateFingerprint = p.CandidateFingerprint
+	s.CandidateWorkerIdentities = listing.ApprovableIdentities
+	s.Candidates = apiconv.Assessments(listing.Candidates)
+	s.Preserved = apiconv.Assessments(listing.Preserved)
+	s.PreservedReasonCounts = nil
+	if len(p.PreservedReasonCounts) > 0 {
+		s.PreservedReasonCounts = make(map[string]int32, len(p.PreservedReasonCounts))
+		for k, v := range p.PreservedReasonCounts {
+			s.PreservedReasonCounts[k] = int32(v)
+		}
+	}
+	s.AssessedCount = int32(p.AssessedCount)
+	s.CandidateCount = int32(p.CandidateCount)
+	s.PreservedCount = int32(p.PreservedCount)
+	s.ProtectedActiveWorkflowOwners = p.ProtectedActiveWorkflowOwners
+	s.MutationPerformed = false
+	s.ReadOnly = true
+	s.Success = ptr.To(true)
+	s.PlannedAt = ptr.To(metav1.NewTime(now))
+	s.ObservedGeneration = plan.Generation
+	s.Message = listing.Message
+	conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Ready: true, Reason: fleetv1alpha1.ReasonPlanned, Message: s.Message})
+	if plan.Spec.Approval == nil {
+		conditions.Set(&s.Conditions, plan.Generation, fleetv1alpha1.ApprovedCondition, false, fleetv1alpha1.ReasonAwaitingApproval, "spec.approval is not set")
+	}
+}
+
+// approvalMismatch explains how spec.approval differs from the plan in status ("" when it
+// repeats it exactly).
+func approvalMismatch(plan *fleetv1alpha1.RetirementPlan) string {
+	s := plan.Status
+	return retirement.ApprovalMismatch(apiconv.Approval(plan.Spec.Approval), s.RegistryFingerprint, s.CandidateFingerprint, s.CandidateWorkerIdentities)
+}
+
+// setApproval records the approval verdict. An approved plan stays Ready from its plan;
+// one that is not approved is not Ready, and stalled when the approval can never match.
+func setApproval(plan *fleetv1alpha1.RetirementPlan, v retirement.ApprovalVerdict) {
+	s := &plan.Status
+	conditions.Set(&s.Conditions, plan.Generation, fleetv1alpha1.ApprovedCondition, v.Approved, v.Reason, v.Message)
+	s.ObservedGeneration = plan.Generation
+	if !v.Approved {
+		conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Stalled: v.Final, Reason: v.Reason, Message: v.Message})
+	}
+}
+
+// setApplyStatus records an apply report. A partial apply is never a clean one: Ready and
+// Applied say so, applyComplete is false, and applyPreserved names every row not retired.
+func setApplyStatus(plan *fleetv1alpha1.RetirementPlan, rep retirement.ApplyReport, v retirement.ApplyVerdict, post *fleetv1alpha1.PostApply, now metav1.Time) {
+	s := &plan.Status
+	s.Outcome = rep.Outcome
+	s.Success = ptr.To(v.Success)
+	s.MutationPerformed = rep.MutationPerformed
+	s.ReadOnly = false
+	s.RetiredCount = int32(rep.RetiredCount)
+	s.Retired = rep.Retired
+	s.ApplyPreserved = apiconv.Assessments(rep.Preserved)
+	s.AppliedAt = &now
+	s.PostApply = post
+	s.ObservedGeneration = plan.Generation
+	s.ApplyComplete = v.Complete
+	s.Message = v.Message
+	conditions.Set(&s.Conditions, plan.Generation, fleetv1alpha1.AppliedCondition, v.Applied, v.Reason, v.Message)
+	// An apply runs once: whatever did not succeed is final.
+	conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Ready: v.Succeeded, Stalled: !v.Succeeded, Reason: v.Reason, Message: v.Message})
+}
+
+// approvedNow says whether the plan's Approved condition is True for its current
+// generation: the one test of "this plan is approved" (a fleet plan's verdict, a host
+// plan's record of its fleet plan's, and the condition an apply's intent requires).
+// Approved is judged once per generation; the apply re-checks the approver as it goes.
+func approvedNow(plan *fleetv1alpha1.RetirementPlan) bool {
+	c := meta.FindStatusCondition(plan.Status.Conditions, fleetv1alpha1.ApprovedCondition)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == plan.Generation
+}

@@ -1,0 +1,231 @@
+// The TaskClaim suite is the end-to-end suite of the TaskClaim protocol (seed 002): a real
+// kube-apiserver (envtest) with the project's CRDs, RBAC and admission policies, a real
+// Gitea server, and the TaskClaim and WorkerRegistration reconcilers running in a
+// controller-runtime manager.
+//
+// Run it with KUBEBUILDER_ASSETS pointing at kube-apiserver and etcd (hack/envtest.sh
+// prints the folder). Gitea is the server named by GITEA_URL and GITEA_TOKEN, or one the
+// suite starts with hack/gitea.sh (FLEET_GITEA_SCRIPT, else found above the working
+// directory); a Gitea that cannot start fails the suite.
+package taskclaim_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/controllers/taskclaim"
+	"github.com/giteatools/fleet-controller/controllers/workerregistration"
+	"github.com/giteatools/fleet-controller/internal/authz"
+	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+	"github.com/giteatools/fleet-controller/internal/hostagent"
+	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/workflowfence"
+	"github.com/giteatools/fleet-controller/test/support/testenv"
+	"github.com/giteatools/fleet-controller/test/support/testgitea"
+)
+
+// testHostID stands in for /etc/machine-id; the boot id and /proc are the machine's own.
+const testHostID = "taskclaim-test-host"
+
+// Suite timings. The manager's reconciler re-reads active claims every activeRecheck, so
+// Gitea-side triggers show within a few seconds.
+const (
+	claimTTL      = time.Hour
+	activeRecheck = time.Second
+	// reconcilers is the manager's MaxConcurrentReconciles, the shipped default: claims
+	// on one target are decided truly concurrently, so contention races the Lease and
+	// Gitea writes.
+	reconcilers = taskclaim.DefaultConcurrency
+)
+
+var (
+	// Gitea.
+	srv        *testgitea.Server
+	gc         *giteaclaim.Client // the controller's client (administrator token)
+	suffix     string
+	repo       string // the controller's repository, owner/name
+	otherRepo  string // a second repository the controller does not serve
+	ownerToken string // owner of both repositories (not a worker)
+	human      gitUser
+	blockedID  int64 // id of the "blocked" label in repo
+
+	// Kubernetes.
+	env       *testenv.Env
+	k8s       client.WithWatch // cacheless admin client: assertions read the API server
+	ctx       context.Context
+	cancel    context.CancelFunc
+	nsMain    string // claims here are reconciled by the manager
+	nsDirect  string // claims here are reconciled only by hand (Reconcile calls)
+	recorder  events.EventRecorder
+	hostFacts liveness.HostFacts
+	selfStart int64 // start time of this test process (its registrations point at it)
+
+	anyFailed bool
+	began     = time.Now()
+	osPid     = os.Getpid()
+)
+
+// gitUser is a Gitea account and its token.
+type gitUser struct {
+	login, token string
+}
+
+func TestTaskClaims(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "TaskClaim suite (envtest kube-apiserver + real Gitea)")
+}
+
+var _ = BeforeSuite(func() {
+	testenv.SetLogger(GinkgoWriter)
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	SetDefaultConsistentlyDuration(3 * time.Second)
+	SetDefaultConsistentlyPollingInterval(200 * time.Millisecond)
+	ctx, cancel = context.WithCancel(context.Background())
+
+	By("starting Gitea (GITEA_URL/GITEA_TOKEN, or hack/gitea.sh on a free port)")
+	t0 := time.Now()
+	var err error
+	srv, err = testgitea.Start(ctx)
+	DeferCleanup(stopGitea) // also stops a half-started server
+	Expect(err).NotTo(HaveOccurred(), "the TaskClaim suite needs a real Gitea; it does not skip without one")
+	gc, err = giteaclaim.New(srv.URL, srv.Token, giteaclaim.WithHTTPClient(srv.HTTP))
+	Expect(err).NotTo(HaveOccurred())
+	seedGitea()
+	timing("gitea", time.Since(t0))
+
+	By("starting envtest and installing CRDs, RBAC and admission policies")
+	t0 = time.Now()
+	env, err = testenv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8s = env.Client
+	Expect(env.InstallManifests(ctx)).To(Succeed())
+	nsMain, nsDirect = "claims-"+suffix, "direct-"+suffix
+	for _, ns := range []string{nsMain, nsDirect} {
+		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	}
+
+	hostFacts, err = testenv.HostFacts(testHostID)
+	Expect(err).NotTo(HaveOccurred())
+	selfStart, err = liveness.ProcessStartTime("", int64(os.Getpid()))
+	Expect(err).NotTo(HaveOccurred())
+
+	By("starting the manager: TaskClaim and WorkerRegistration reconcilers")
+	mgr, err := env.NewManager(ctrl.Options{
+		Controller: config.Controller{MaxConcurrentReconciles: reconcilers},
+		// The manager sees claims (and their locks) of nsMain only; claims in nsDirect are
+		// driven by hand.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&fleetv1alpha1.TaskClaim{}: {Namespaces: map[string]cache.Config{nsMain: {}}},
+			&coordinationv1.Lease{}:    {Namespaces: map[string]cache.Config{nsMain: {}, agentNamespace: {}}},
+		}},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	recorder = mgr.GetEventRecorder("taskclaim-test")
+	// This host's agent and the fleet coordinator, as cmd/setup.go runs them: only the
+	// holder of a host's Lease writes its rows' ownership.
+	elections, err := hostagent.Campaign(mgr, agentNamespace, hostFacts.HostID, testenv.AgentTimings)
+	Expect(err).NotTo(HaveOccurred())
+	Expect((&workerregistration.Reconciler{
+		Client: mgr.GetClient(), Prober: &liveness.ProcProber{Facts: hostFacts}, Clock: clock.RealClock{},
+		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
+		Agent:    elections.Host, Coordinator: elections.Coordinator, AgentNamespace: agentNamespace,
+	}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&taskclaim.Reconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Gitea:         gc,
+		Verdicts:      authz.Reviewer{Client: mgr.GetClient()},
+		Fence:         workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clock.RealClock{}},
+		Repository:    repo,
+		TTL:           claimTTL,
+		ActiveRecheck: activeRecheck,
+		Clock:         clock.RealClock{},
+		Recorder:      mgr.GetEventRecorder("taskclaim-controller"),
+	}).SetupWithManager(mgr)).To(Succeed())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	Eventually(elections.Held, time.Minute).Should(BeTrue(), "the manager is its host's agent and the fleet coordinator")
+	timing("envtest+manager", time.Since(t0))
+})
+
+var _ = AfterEach(func() {
+	if CurrentSpecReport().Failed() {
+		anyFailed = true
+	}
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+	Expect(env.Stop()).To(Succeed())
+	timing("suite", time.Since(began))
+})
+
+// stopGitea stops a Gitea this suite started (keeping its run directory after failures).
+func stopGitea() {
+	if srv == nil || !srv.Started() {
+		return
+	}
+	keep := anyFailed || CurrentSpecReport().Failed()
+	if keep {
+		fmt.Fprintf(os.Stderr, "taskclaim suite: failures; Gitea run directory kept: %s\n", srv.RunDir())
+	}
+	if err := srv.Stop(keep); err != nil {
+		fmt.Fprintf(os.Stderr, "taskclaim suite: %v\n", err)
+	}
+}
+
+// seedGitea creates the repository owner, a human reviewer, the controller's repository,
+// a second repository, and the "blocked" label.
+func seedGitea() {
+	GinkgoHelper()
+	suffix = testgitea.RandomHex(3)
+	owner := "owner-" + suffix
+	tok, err := srv.CreateUser(ctx, owner)
+	Expect(err).NotTo(HaveOccurred())
+	ownerToken = tok
+	human = gitUser{login: "human-" + suffix}
+	human.token, err = srv.CreateUser(ctx, human.login)
+	Expect(err).NotTo(HaveOccurred())
+	repo, err = srv.CreateRepo(ctx, ownerToken, "fleet-"+suffix)
+	Expect(err).NotTo(HaveOccurred())
+	otherRepo, err = srv.CreateRepo(ctx, ownerToken, "elsewhere-"+suffix)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(srv.AddCollaborator(ctx, repo, human.login)).To(Succeed())
+	blockedID, err = srv.EnsureLabel(ctx, repo, "blocked")
+	Expect(err).NotTo(HaveOccurred())
+}
+
+// timing prints one timing line on stderr, so runs report where the time goes.
+func timing(what string, d time.Duration) {
+	fmt.Fprintf(os.Stderr, "TIMING %s: %s\n", what, d.Round(10*time.Millisecond))
+}
+
+// evidence prints one line of completion evidence (contention counts, the independence
+// matrix) on stderr.
+func evidence(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "EVIDENCE "+format+"\n", args...)
+}
+
+// agentNamespace holds the hosts' coordination Leases in this suite.
+const agentNamespace = "fleet-agents"

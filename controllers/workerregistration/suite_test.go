@@ -1,0 +1,96 @@
+package workerregistration_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/controllers/workerregistration"
+	"github.com/giteatools/fleet-controller/internal/hostagent"
+	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/retirement"
+	"github.com/giteatools/fleet-controller/test/support/testenv"
+	"github.com/giteatools/fleet-controller/test/support/testworker"
+)
+
+// testHostID stands in for /etc/machine-id; the boot id and /proc are the machine's own.
+const testHostID = "fleet-test-host"
+
+const canonicalRepo = "acme/widgets"
+
+// agentNamespace holds the coordination Leases.
+const agentNamespace = "fleet-agents"
+
+const hour = time.Hour
+
+var (
+	env       *testenv.Env
+	k8sClient client.Client // cacheless: assertions read the API server directly
+	ctx       context.Context
+	cancel    context.CancelFunc
+	fleet     testworker.Fleet
+)
+
+func TestWorkerRegistration(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "WorkerRegistration suite (envtest: real kube-apiserver and etcd)")
+}
+
+var _ = BeforeSuite(func() {
+	testenv.SetLogger(GinkgoWriter)
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	ctx, cancel = context.WithCancel(context.Background())
+
+	var err error
+	env, err = testenv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient = env.Client
+	Expect(env.InstallManifests(ctx)).To(Succeed())
+
+	facts, err := testenv.HostFacts(testHostID)
+	Expect(err).NotTo(HaveOccurred())
+	fleet = testworker.Fleet{Client: k8sClient, Host: retirement.Host{HostID: facts.HostID, BootID: facts.BootID}, Repository: canonicalRepo}
+
+	mgr, err := env.NewManager(ctrl.Options{})
+	Expect(err).NotTo(HaveOccurred())
+	elections, err := hostagent.Campaign(mgr, agentNamespace, facts.HostID, testenv.AgentTimings)
+	Expect(err).NotTo(HaveOccurred())
+	agent := elections.Host
+	Expect((&workerregistration.Reconciler{
+		Client: mgr.GetClient(), Prober: &liveness.ProcProber{Facts: facts}, Clock: clock.RealClock{},
+		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
+		Agent:    agent, Coordinator: elections.Coordinator, AgentNamespace: agentNamespace,
+	}).SetupWithManager(mgr)).To(Succeed())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	Eventually(elections.Held).Should(BeTrue(), "the manager is its host's agent and the fleet coordinator")
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+	Expect(env.Stop()).To(Succeed())
+})
+
+func newNamespace() string {
+	GinkgoHelper()
+	ns, err := env.NewNamespace(ctx, "fleet-test")
+	Expect(err).NotTo(HaveOccurred())
+	return ns
+}
+
+func get(wr *fleetv1alpha1.WorkerRegistration) *fleetv1alpha1.WorkerRegistration {
+	GinkgoHelper()
+	return fleet.Get(ctx, wr)
+}
