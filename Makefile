@@ -12,6 +12,8 @@ export GOTOOLCHAIN := local
 export GOFLAGS := -buildvcs=false
 
 # Packages under test; envtest/Gitea suites find their binaries through the env below.
+# The default, every package, runs through hack/test.sh (two lanes at once; GINKGO_PROCS
+# and GO_TEST_P set their parallelism); any other list runs through go test.
 TEST_PKGS ?= ./...
 TEST_FLAGS ?= -race -count=1 -timeout=40m
 
@@ -77,7 +79,8 @@ test: verify lint model ## Run the whole test suite (unit, envtest, real Gitea) 
 	@assets=$$(hack/envtest.sh | tail -n1); \
 	hack/gitea.sh build >&2; \
 	echo "KUBEBUILDER_ASSETS=$$assets"; \
-	KUBEBUILDER_ASSETS=$$assets FLEET_GITEA_SCRIPT=$(CURDIR)/hack/gitea.sh go test $(TEST_FLAGS) $(TEST_PKGS)
+	export KUBEBUILDER_ASSETS=$$assets FLEET_GITEA_SCRIPT=$(CURDIR)/hack/gitea.sh; \
+	if [ "$(TEST_PKGS)" = "./..." ]; then hack/test.sh; else go test $(TEST_FLAGS) $(TEST_PKGS); fi
 
 .PHONY: test-e2e
 test-e2e: ## Run test/e2e: the shipped manifests and images on a real two-node cluster (hack/e2e.sh builds and starts everything; run as root).
