@@ -71,11 +71,12 @@ gitea: ## Build the Gitea test server (once, then cached).
 	hack/gitea.sh build
 
 .PHONY: model
-model: ## Model-check the claim and apply protocols with SPIN, mutants included (installs SPIN when missing).
+model: ## Model-check the claim and apply protocols with SPIN, mutants included (installs SPIN when missing); always searches.
 	hack/model/run.sh
 
 .PHONY: test
-test: verify lint model ## Run the whole test suite (unit, envtest, real Gitea) under the race detector.
+test: verify lint ## Run the whole test suite (unit, envtest, real Gitea) under the race detector, and the SPIN models (unless these exact models passed before).
+	MODEL_CACHE=use hack/model/run.sh
 	@assets=$$(hack/envtest.sh | tail -n1); \
 	hack/gitea.sh build >&2; \
 	echo "KUBEBUILDER_ASSETS=$$assets"; \
