@@ -120,10 +120,16 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		PageRows:      cfg.pageRows,
 	}
 	hostPlans := &retirementplan.HostPlanReconciler{
-		Deps:            deps,
-		Prober:          prober,
-		Reprober:        prober,
-		Agent:           rpAgent,
+		Deps:           deps,
+		Prober:         prober,
+		Reprober:       prober,
+		Agent:          rpAgent,
+		Coordinator:    coordinator,
+		AgentNamespace: cfg.agentNamespace,
+		// A host plan waits for its host's agent one more Lease term after the Lease
+		// expired before the fleet coordinator's stand-in closes it without writing any
+		// row.
+		HostAgentGrace:  cfg.agentTimings.LeaseDuration,
 		TakeoverTimeout: cfg.takeoverTimeout,
 	}
 	if err := hostPlans.SetupWithManager(mgr); err != nil {
@@ -134,9 +140,6 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		HostPlans:      hostPlans,
 		Coordinator:    coordinator,
 		AgentNamespace: cfg.agentNamespace,
-		// A host plan waits for its host's agent one more Lease term after the Lease
-		// expired before the fleet plan closes it without writing any row.
-		HostAgentGrace: cfg.agentTimings.LeaseDuration,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("retirementplan-fleet controller: %w", err)
 	}

@@ -382,6 +382,16 @@ type RetirementPlanStatus struct {
 	// +kubebuilder:validation:MaxLength=2048
 	Message string `json:"message,omitempty"`
 
+	// hostApproval is, on a host plan, its fleet plan's approval narrowed to this host,
+	// recorded once, in the same write as the Approved condition, when the host plan's
+	// agent first saw the fleet plan Approved: the fleet plan's binding, approver and
+	// registry fingerprint, this host plan's candidate fingerprint, and the approved
+	// identities that are this host plan's candidates. The apply decides on it, and
+	// before its first write (and during a long apply) checks that the fleet plan still
+	// narrows to it.
+	// +optional
+	HostApproval *RetirementApproval `json:"hostApproval,omitempty"`
+
 	// hosts is, for a fleet plan (no spec.hostID), one entry per host whose agent plans
 	// and applies that host's rows through a host plan: the host plan's name, the agent
 	// that held the host when the fleet plan fanned out, and that host plan's outcome,

@@ -516,6 +516,11 @@ func (in *RetirementPlanStatus) DeepCopyInto(out *RetirementPlanStatus) {
 		*out = new(bool)
 		**out = **in
 	}
+	if in.HostApproval != nil {
+		in, out := &in.HostApproval, &out.HostApproval
+		*out = new(RetirementApproval)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.Hosts != nil {
 		in, out := &in.Hosts, &out.Hosts
 		*out = make([]HostPlanStatus, len(*in))

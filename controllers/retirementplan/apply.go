@@ -43,7 +43,7 @@ func (r *HostPlanReconciler) applyApproved(ctx context.Context, plan *fleetv1alp
 		return ctrl.Result{}, run.halt
 	}
 	log.FromContext(ctx).Info("Applied", "outcome", run.report.Outcome, "retired", run.report.RetiredCount, "interrupted", run.report.Interrupted)
-	return r.writeApplyStatus(ctx, plan, run.report, run.post, run.hold)
+	return r.writeApplyStatus(ctx, plan, run.report, run.post, run.hold, "")
 }
 
 // apply re-reads everything, re-decides, records its intent, and retires each surviving
@@ -71,7 +71,7 @@ func (r *HostPlanReconciler) apply(ctx context.Context, plan *fleetv1alpha1.Reti
 		// not a move of the registry this host's approval bound.
 		fresh.plan.RegistryFingerprint = retirement.RegistryFingerprintBeforeSiblings(rows, r.retiredBy(plan), plan.Spec.HostID)
 	}
-	decision := retirement.DecideApply(apiconv.Approval(r.effectiveApproval(ctx, plan)), fresh.plan, rows)
+	decision := retirement.DecideApply(apiconv.Approval(plan.Status.HostApproval), fresh.plan, rows)
 	if !decision.Proceed {
 		return applyRun{report: retirement.Summarize(decision, nil, nil, ""), post: r.snapshot(ctx, plan.Namespace)}
 	}
@@ -201,9 +201,11 @@ func (r *HostPlanReconciler) retire(ctx context.Context, plan *fleetv1alpha1.Ret
 // must not be lost to an unrelated write of the plan: it is retried on conflict. It is
 // written only by the applier that holds the apply (hold; with the state Finished), or,
 // when no intent was recorded (hold nil: no row was written), only while no apply started
-// and no report was written, so it never overwrites another applier's apply or report.
+// and no report was written, so it never overwrites another applier's apply or report. A
+// report written for a host whose agent is lost (lost: why) sets the HostAgentLost
+// condition in the same write.
 func (r *HostPlanReconciler) writeApplyStatus(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, rep retirement.ApplyReport,
-	post *fleetv1alpha1.PostApply, hold *applyHold) (ctrl.Result, error) {
+	post *fleetv1alpha1.PostApply, hold *applyHold, lost string) (ctrl.Result, error) {
 	now := metav1.NewTime(r.Clock.Now())
 	verdict := retirement.JudgeApply(rep)
 	for attempt := 1; ; attempt++ {
@@ -222,6 +224,9 @@ func (r *HostPlanReconciler) writeApplyStatus(ctx context.Context, plan *fleetv1
 		}
 		// model: apply.pml step A9 (the report, written by the holder only)
 		setApplyStatus(plan, rep, verdict, post, now)
+		if lost != "" {
+			markLost(plan, lost)
+		}
 		if hold != nil {
 			p := plan.Status.ApplyProgress
 			p.State, p.RenewedAt = retirement.ApplyFinished, metav1.NewMicroTime(now.Time)

@@ -2,8 +2,10 @@ package retirementplan
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
@@ -24,17 +26,27 @@ func (r *FleetPlanReconciler) judgeApproval(ctx context.Context, plan *fleetv1al
 	return r.judge(ctx, plan.Namespace, plan.Spec.Approval, facts)
 }
 
-// judgeApproval judges a host plan on its fleet plan's approval (see effectiveApproval):
-// the fleet plan matched it against its own status, so what is left is the guarding
-// policy, as it stood when the fleet plan was created, and the approver.
+// judgeApproval judges a host plan's recorded approval (status.hostApproval) again, as
+// the apply does before its first write and then periodically: the fleet plan must still
+// be Approved at its current generation with an approval that narrows to the recorded one
+// (it matched it against its own status when it judged it), and what is left is the
+// guarding policy, as it stood when the fleet plan was created, and the approver.
 func (r *HostPlanReconciler) judgeApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (retirement.ApprovalVerdict, error) {
 	facts := retirement.ApprovalFacts{PlanCreated: plan.CreationTimestamp.Time}
 	a, parent, mismatch := r.hostApproval(ctx, plan)
+	recorded := plan.Status.HostApproval
+	switch {
+	case mismatch != "":
+	case recorded == nil:
+		mismatch = "the host plan recorded no approval"
+	case !equality.Semantic.DeepEqual(a, recorded):
+		mismatch = fmt.Sprintf("the fleet plan %s's approval changed after this host plan recorded it", parent.Name)
+	}
 	facts.Mismatch = mismatch
 	if parent != nil {
 		facts.PlanCreated = parent.CreationTimestamp.Time
 	}
-	return r.judge(ctx, plan.Namespace, a, facts)
+	return r.judge(ctx, plan.Namespace, recorded, facts)
 }
 
 // judge completes facts (unless they already refuse) with the guarding policy and the

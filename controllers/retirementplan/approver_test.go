@@ -2,6 +2,7 @@ package retirementplan_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -180,6 +181,36 @@ var _ = Describe("RetirementPlan approvers: who approved is what admission saw",
 		Expect(reasonOf(p.Status.ApplyPreserved, b.Name)).To(Equal(retirement.ReasonApprovalRevoked))
 		Expect(reasonOf(p.Status.ApplyPreserved, c.Name)).To(Equal(retirement.ReasonApprovalRevoked))
 		expectReadiness(p, "False", "True", fleetv1alpha1.ReasonApplyPartial)
+		expectActive(b, c)
+	})
+
+	It("stops a long apply when the fleet plan it recorded the approval of is deleted", func() {
+		ns := newNamespace()
+		a, b, c := eligible(ns, "a"), eligible(ns, "b"), eligible(ns, "c")
+		p := newPlanObj(ns, "direct-withdrawn")
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		r := newPlanReconciler(k8sClient, k8sClient, prober)
+		r.ApproverRecheck = retirement.Recheck{Rows: 1} // every row, so the test needs three rows only
+		p = reconcilePlan(r, p)
+		Expect(approve(gitops(), p)).To(Succeed())
+		hp := hostPlanOf(p)
+		r.BeforeWrite = func(ctx context.Context, worker string) {
+			if worker == b.Name {
+				// The host plan recorded the approval before its first row; now the plan the
+				// user approved is gone (envtest runs no garbage collector, so the host plan
+				// stays).
+				Expect(k8sClient.Delete(ctx, p)).To(Succeed())
+			}
+		}
+		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		Expect(apierrors.IsNotFound(errors.Unwrap(err))).To(BeTrue(), "only the fleet plan's own aggregate is not written: it is gone (%v)", err)
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(hp), hp)).To(Succeed())
+		Expect(hp.Status.HostApproval.WorkerIdentities).To(Equal([]string{a.Name, b.Name, c.Name}), "recorded once, before the deletion")
+		Expect(hp.Status.Retired).To(Equal([]string{a.Name}))
+		Expect(*hp.Status.ApplyComplete).To(BeFalse())
+		Expect(reasonOf(hp.Status.ApplyPreserved, b.Name)).To(Equal(retirement.ReasonApprovalRevoked))
+		Expect(reasonOf(hp.Status.ApplyPreserved, c.Name)).To(Equal(retirement.ReasonApprovalRevoked))
+		Expect(detailOf(hp.Status.ApplyPreserved, b.Name)).To(ContainSubstring("cannot be read"))
 		expectActive(b, c)
 	})
 

@@ -1,10 +1,12 @@
 // Package retirementplan holds the two RetirementPlan reconcilers. A plan a user
 // creates is a fleet plan: FleetPlanReconciler (fleetplan.go) fans it out to one host
-// plan per host that has an agent, judges its approval, closes the host plans of hosts
-// whose agent is gone (hostloss.go) and aggregates what they report. A host plan is
-// HostPlanReconciler's (hostplan.go): only the agent holding its host's Lease plans it,
-// writes its pages (pages.go) and, once the fleet plan is approved, applies it exactly
-// once (intent.go, apply.go).
+// plan per host that has an agent, judges its approval and aggregates what the host
+// plans report; it creates host plans and reads them, and writes only fleet plans. A
+// host plan is HostPlanReconciler's (hostplan.go): only the agent holding its host's
+// Lease plans it, writes its pages (pages.go), records the fleet plan's approval narrowed
+// to its host and applies it exactly once (intent.go, apply.go); when that agent is lost,
+// the host-plan reconciler of the fleet coordinator's manager stands in and closes it
+// (hostloss.go).
 //
 // Both ask internal/retirement for every decision (the plan, the approval verdict, the
 // apply decision, each row's recheck, the report) and only read and write: gather.go

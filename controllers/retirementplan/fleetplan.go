@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -36,29 +35,25 @@ import (
 // host. See docs/retirementplan.md, "Several hosts".
 
 // FleetPlanReconciler drives fleet plans (no spec.hostID): it splits the namespace's rows
-// by host, creates one host plan per host that has an agent, judges the approval, closes
-// the host plans of hosts whose agent is gone, and aggregates. Only the fleet coordinator
-// writes a fleet plan (Coordinator).
+// by host, creates one host plan per host that has an agent, judges the approval, and
+// aggregates what the host plans report (a host plan closed because its agent was lost
+// lists its host among the hosts without an agent). Only the fleet coordinator writes a
+// fleet plan (Coordinator); no fleet-plan code writes a host plan.
 type FleetPlanReconciler struct {
 	*Deps
 	// HostPlans is this manager's host-plan reconciler. The fleet plan's reconcile runs
 	// the host plans of this manager's host at once (so a single-host fleet plan
-	// completes in one reconcile), and settles the apply of a lost host the way a
-	// returning agent would. Required.
+	// completes in one reconcile). Required.
 	HostPlans *HostPlanReconciler
 	// AgentNamespace holds the hosts' coordination Leases, read to learn which hosts have
 	// an agent when a fleet plan fans out.
 	AgentNamespace string
 	// Coordinator is this manager's candidacy for the fleet coordinator Lease: only while
 	// it holds that Lease does this reconciler fan out a fleet plan, write its status and
-	// pages, create its host plans and close those of lost hosts, so a fleet plan has one
+	// pages and create its host plans, so a fleet plan has one
 	// writer. Nil: this reconciler drives every fleet plan it sees (a single manager, or a
 	// test driving a reconciler by hand).
 	Coordinator Coordinator
-	// HostAgentGrace is how long a fleet plan waits for a host's agent beyond the expiry
-	// of the host's Lease before it closes that host's host plan (zero:
-	// retirement.DefaultHostAgentGrace).
-	HostAgentGrace time.Duration
 	// ApproverBackoff is how an approver that is not authorized yet is looked at again
 	// (zero: retirement.DefaultApproverBackoff).
 	ApproverBackoff retirement.Backoff
@@ -215,7 +210,7 @@ func (r *FleetPlanReconciler) reconcileFleet(ctx context.Context, plan *fleetv1a
 	}
 	if !r.coordinates() {
 		// One writer per fleet plan: the fleet coordinator fans it out, creates its host
-		// plans, writes its status and pages, and closes the host plans of lost hosts.
+		// plans, and writes its status and pages.
 		// This agent runs only its own host's plans (each guarded by its own Lease).
 		fleetStandbyTotal.Inc()
 		return r.runLocalHostPlans(ctx, plan)
@@ -233,15 +228,10 @@ func (r *FleetPlanReconciler) reconcileFleet(ctx context.Context, plan *fleetv1a
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		lost, err := r.closeLostHosts(ctx, plan, false)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
 		planned, err := r.aggregatePlan(ctx, plan)
 		if err != nil || !planned {
-			// A host plan's change enqueues the fleet plan again; a host whose agent may
-			// be gone is looked at again when it could count as lost.
-			return sooner(local, lost), err
+			// A host plan's change enqueues the fleet plan again.
+			return local, err
 		}
 		logger.Info("Planned", "hosts", len(plan.Status.Hosts), "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
 	}
@@ -266,17 +256,12 @@ func (r *FleetPlanReconciler) reconcileFleet(ctx context.Context, plan *fleetv1a
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	lost, err := r.closeLostHosts(ctx, plan, true)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
 	if err := r.aggregateApply(ctx, plan); err != nil {
 		return ctrl.Result{}, err
 	}
 	if plan.Status.Outcome != retirement.OutcomePlanned {
 		return ctrl.Result{}, nil
 	}
-	local = sooner(local, lost)
 	if local.RequeueAfter > 0 {
 		// A local host plan's apply is held by another applier (or its hold is waited
 		// out before a takeover): that applier, or the takeover, writes its report, and
@@ -285,14 +270,6 @@ func (r *FleetPlanReconciler) reconcileFleet(ctx context.Context, plan *fleetv1a
 		return local, nil
 	}
 	return ctrl.Result{}, nil
-}
-
-// sooner is the result that looks again first.
-func sooner(a, b ctrl.Result) ctrl.Result {
-	if a.RequeueAfter == 0 || (b.RequeueAfter > 0 && b.RequeueAfter < a.RequeueAfter) {
-		return b
-	}
-	return a
 }
 
 // fanOut reads the namespace's rows and the hosts' Leases once, and records how the fleet
@@ -528,11 +505,14 @@ func (r *FleetPlanReconciler) aggregatePlan(ctx context.Context, plan *fleetv1al
 		return false, err
 	}
 	s := &plan.Status
+	before := s.DeepCopy()
+	if err := r.recordLostHosts(ctx, plan, children); err != nil {
+		return false, err
+	}
 	fp := retirement.AggregatePlan(shares, retirement.Uncovered{
 		Listed: apiconv.AssessmentsOf(s.Preserved), Count: int(s.PreservedCount),
 		ReasonCounts: intCounts(s.PreservedReasonCounts), HostsWithoutAgent: int(s.HostsWithoutAgentCount),
 	})
-	before := s.DeepCopy()
 	recordShares(plan, shares)
 	if !fp.Planned {
 		conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Reason: fleetv1alpha1.ReasonWaitingForHostPlans, Message: fp.Message})
@@ -566,6 +546,9 @@ func (r *FleetPlanReconciler) aggregateApply(ctx context.Context, plan *fleetv1a
 	}
 	rep, message, done := retirement.AggregateApply(shares)
 	before := plan.Status.DeepCopy()
+	if err := r.recordLostHosts(ctx, plan, children); err != nil {
+		return err
+	}
 	recordShares(plan, shares)
 	if pagesPending(plan) { // a host plan may have written its pages just before its apply
 		if err := r.recordFleetPages(ctx, plan, children); err != nil {
@@ -595,6 +578,9 @@ func (r *FleetPlanReconciler) aggregateApply(ctx context.Context, plan *fleetv1a
 		}
 		if plan.Status.Outcome != retirement.OutcomePlanned {
 			return nil // another agent recorded the same aggregate
+		}
+		if err := r.recordLostHosts(ctx, plan, children); err != nil {
+			return err
 		}
 		recordShares(plan, shares)
 		if pagesPending(plan) {

@@ -37,8 +37,20 @@ type HostPlanReconciler struct {
 	// gone; nil means apply retires nothing (liveness_reprobe_unavailable).
 	Reprober liveness.Prober
 	// Agent is this manager's agent for its host: host plans of that host are planned and
-	// applied only while it holds the host's Lease. Nil: this manager runs no host plan.
+	// applied only while it holds the host's Lease. Nil: this manager runs no host plan of
+	// its own.
 	Agent HostAgent
+	// Coordinator is this manager's candidacy for the fleet coordinator Lease: while it
+	// holds that Lease, this reconciler stands in for the agents of lost hosts and closes
+	// their host plans (hostloss.go). Nil: it always does (a single manager, or a test).
+	Coordinator Coordinator
+	// AgentNamespace holds the hosts' coordination Leases, read to learn whether a host's
+	// agent is lost.
+	AgentNamespace string
+	// HostAgentGrace is how long a host plan waits for its host's agent beyond the expiry
+	// of the host's Lease before the stand-in closes it (zero:
+	// retirement.DefaultHostAgentGrace).
+	HostAgentGrace time.Duration
 	// ApproverRecheck is how often a long apply checks the approval again (zero:
 	// retirement.DefaultApproverRecheck).
 	ApproverRecheck retirement.Recheck
@@ -76,10 +88,15 @@ func (r *HostPlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if plan.Spec.HostID == "" {
+	switch {
+	case plan.Spec.HostID == "":
 		return ctrl.Result{}, nil
+	case r.holds(plan.Spec.HostID):
+		return r.reconcileHost(ctx, req.NamespacedName, plan.Spec.HostID, false)
+	case r.standsIn():
+		return r.reconcileLost(ctx, req.NamespacedName)
 	}
-	return r.reconcileHost(ctx, req.NamespacedName, plan.Spec.HostID, false)
+	return ctrl.Result{}, nil
 }
 
 // SetupWithManager registers the reconciler as "retirementplan-host".
@@ -90,7 +107,8 @@ func (r *HostPlanReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // SetupWithManagerNamed registers the reconciler under name, for host plans that pass
 // preds. A host plan's own spec changes (generation) enqueue it, and so does any change
 // of its fleet plan (an approval lands there); when this manager's agent gains or loses
-// its host's Lease, the host plans of that host are looked at again.
+// its host's Lease, the host plans of that host are looked at again, and when it becomes
+// the fleet coordinator, every unfinished host plan (a lost host's may wait for it).
 func (r *HostPlanReconciler) SetupWithManagerNamed(mgr ctrl.Manager, name string, preds ...predicate.Predicate) error {
 	hostPlans := predicate.NewPredicateFuncs(func(o client.Object) bool { return isHostPlan(o) })
 	b := ctrl.NewControllerManagedBy(mgr).
@@ -103,6 +121,11 @@ func (r *HostPlanReconciler) SetupWithManagerNamed(mgr ctrl.Manager, name string
 		Changes() <-chan event.GenericEvent
 	}); ok {
 		b = b.WatchesRawSource(source.Channel(ch.Changes(), handler.EnqueueRequestsFromMapFunc(r.ownHostPlans)))
+	}
+	if ch, ok := r.Coordinator.(interface {
+		Changes() <-chan event.GenericEvent
+	}); ok {
+		b = b.WatchesRawSource(source.Channel(ch.Changes(), handler.EnqueueRequestsFromMapFunc(r.openHostPlans)))
 	}
 	return b.Complete(r)
 }
@@ -143,6 +166,23 @@ func (r *HostPlanReconciler) ownHostPlans(ctx context.Context, _ client.Object) 
 	for i := range list.Items {
 		p := &list.Items[i]
 		if p.Spec.HostID == r.Agent.ID() && (p.Status.Outcome == "" || p.Status.Outcome == retirement.OutcomePlanned) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		}
+	}
+	return out
+}
+
+// openHostPlans lists every unfinished host plan, for a manager that just became the
+// fleet coordinator.
+func (r *HostPlanReconciler) openHostPlans(ctx context.Context, _ client.Object) []reconcile.Request {
+	list := &fleetv1alpha1.RetirementPlanList{}
+	if err := r.List(ctx, list); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Spec.HostID != "" && (p.Status.Outcome == "" || p.Status.Outcome == retirement.OutcomePlanned) {
 			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		}
 	}
@@ -208,12 +248,16 @@ func (r *HostPlanReconciler) reconcileHost(ctx context.Context, key types.Namesp
 			return ctrl.Result{}, err
 		}
 	}
-	if r.effectiveApproval(ctx, plan) == nil {
-		return ctrl.Result{}, nil // the fleet plan's change enqueues this host plan again
-	}
-	// The host plan records that it is approved before its apply records its intent: the
-	// intent is written only on a plan whose stored status says Approved.
+	// The host plan records, once, that it is approved and the fleet plan's approval
+	// narrowed to this host, before its apply records its intent: the intent is written
+	// only on a plan whose stored status says Approved, and the apply decides on the
+	// recorded approval.
 	if !approvedNow(plan) {
+		a, _, _ := r.hostApproval(ctx, plan)
+		if a == nil {
+			return ctrl.Result{}, nil // the fleet plan's change enqueues this host plan again
+		}
+		plan.Status.HostApproval = a
 		conditions.Set(&plan.Status.Conditions, plan.Generation, fleetv1alpha1.ApprovedCondition, true,
 			fleetv1alpha1.ReasonApprovedThroughFleetPlan, "The fleet plan is Approved and covers this host plan's candidates")
 		if err := r.Status().Update(ctx, plan); err != nil {
@@ -258,23 +302,13 @@ func (r *HostPlanReconciler) plan(ctx context.Context, plan *fleetv1alpha1.Retir
 	return nil
 }
 
-// effectiveApproval is the approval a plan applies with. A fleet plan's is its own
-// spec.approval. A host plan's is its fleet plan's, narrowed to this host: the same
-// binding, approver and registry fingerprint (the whole namespace's), the host plan's own
-// candidate fingerprint, and the approved identities that are this host plan's
-// candidates. It is nil (nothing may be applied) unless the fleet plan is Approved at its
-// current generation and its hosts entry still carries this host plan's candidate
-// fingerprint.
-func (r *HostPlanReconciler) effectiveApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementApproval {
-	if plan.Spec.HostID == "" {
-		return plan.Spec.Approval
-	}
-	a, _, _ := r.hostApproval(ctx, plan)
-	return a
-}
-
-// hostApproval is effectiveApproval of a host plan, with its fleet plan and, when nil,
-// why.
+// hostApproval is the approval a host plan applies with: its fleet plan's, narrowed to
+// this host: the same binding, approver and registry fingerprint (the whole namespace's),
+// the host plan's own candidate fingerprint, and the approved identities that are this
+// host plan's candidates. It is nil (nothing may be applied) unless the fleet plan is
+// Approved at its current generation and its hosts entry still carries this host plan's
+// candidate fingerprint; then the reason says why. The fleet plan is returned when it
+// could be read.
 func (r *HostPlanReconciler) hostApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (*fleetv1alpha1.RetirementApproval, *fleetv1alpha1.RetirementPlan, string) {
 	ref := metav1.GetControllerOf(plan)
 	if ref == nil || ref.Kind != kindRetirementPlan {

@@ -240,7 +240,7 @@ func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha
 		return ctrl.Result{}, fmt.Errorf("reading the intended rows of an interrupted apply: %w", err)
 	}
 	var requested []string
-	if a := r.effectiveApproval(ctx, plan); a != nil {
+	if a := plan.Status.HostApproval; a != nil {
 		requested = a.WorkerIdentities
 	}
 	rep := retirement.CompleteInterrupted(retirement.Interrupted{
@@ -250,5 +250,5 @@ func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha
 		Rows:      apiconv.Rows(items),
 	})
 	log.FromContext(ctx).Info("Completed an interrupted apply", "outcome", rep.Outcome, "retired", rep.RetiredCount)
-	return r.writeApplyStatus(ctx, plan, rep, r.snapshotOf(plan.Namespace, items), &hold)
+	return r.writeApplyStatus(ctx, plan, rep, r.snapshotOf(plan.Namespace, items), &hold, "")
 }

@@ -199,6 +199,18 @@ var _ = Describe("RetirementPlan across several hosts (multi-host)", func() {
 		for _, h := range []string{testHostID, hostB} {
 			Expect(hostEntry(p, h).RetiredCount).To(BeEquivalentTo(1), h)
 		}
+		By("each host plan recorded the fleet approval narrowed to its own candidates, once, and applied with it")
+		for h, dead := range map[string]string{testHostID: aDead.Name, hostB: bDead.Name} {
+			child := hostPlan(p, h)
+			a := child.Status.HostApproval
+			Expect(a).NotTo(BeNil(), h)
+			Expect(a.WorkerIdentities).To(Equal([]string{dead}), h)
+			Expect(a.CandidateFingerprint).To(Equal(child.Status.CandidateFingerprint), h)
+			Expect(a.RegistryFingerprint).To(Equal(p.Spec.Approval.RegistryFingerprint), h)
+			Expect([]string{a.ApprovedBy, a.Binding}).To(Equal([]string{p.Spec.Approval.ApprovedBy, p.Spec.Approval.Binding}), h)
+			c := meta.FindStatusCondition(child.Status.Conditions, fleetv1alpha1.ApprovedCondition)
+			Expect([]string{string(c.Status), c.Reason}).To(Equal([]string{"True", fleetv1alpha1.ReasonApprovedThroughFleetPlan}), h)
+		}
 		expectActive(aLive, bLive, cDead)
 	})
 

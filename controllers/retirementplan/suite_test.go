@@ -200,14 +200,14 @@ func newPlanReconciler(c client.Client, reader client.Reader, p liveness.Prober)
 	}
 	// A hand-driven reconciler is host A's agent by fiat: the plans it drives
 	// ("direct-*") are seen by no manager.
-	hosts := &retirementplan.HostPlanReconciler{Deps: deps, Agent: heldAgent{host: host.HostID}}
+	hosts := &retirementplan.HostPlanReconciler{Deps: deps, Agent: heldAgent{host: host.HostID}, AgentNamespace: agentNamespace,
+		HostAgentGrace: hostAgentGrace}
 	if p != nil {
 		hosts.Prober, hosts.Reprober = p, p
 	}
 	return &planReconcilers{
 		HostPlanReconciler: hosts,
-		fleet: &retirementplan.FleetPlanReconciler{Deps: deps, HostPlans: hosts, AgentNamespace: agentNamespace,
-			HostAgentGrace: hostAgentGrace},
+		fleet:              &retirementplan.FleetPlanReconciler{Deps: deps, HostPlans: hosts, AgentNamespace: agentNamespace},
 	}
 }
 

@@ -17,6 +17,8 @@
  *   MUTANT_FENCE_AFTER_READ the workflow fence is read after the authoritative read
  *   MUTANT_TAKEOVER_EARLY  the takeover timeout may elapse while the holder can still write
  *                          rows (what the timeout must rule out)
+ *   MUTANT_LOST_NO_CAS     the stand-in for a lost host's agent closes the plan without the
+ *                          resourceVersion guard
  */
 
 #define NR 3
@@ -50,7 +52,7 @@ byte pholder;         /* applyProgress.applier: incarnation id, 0 = none */
 bool pstale;          /* renewedAt is older than the takeover timeout */
 bool intended[NR];    /* applyProgress.intendedRows */
 bool rep[NR];         /* the report's retired rows */
-bool pmoved[NA];      /* the plan's resourceVersion moved since applier a read it */
+bool pmoved[NA+1];    /* the plan's resourceVersion moved since applier a read it (NA: the stand-in) */
 
 /* ---- appliers ---- */
 byte crashes;
@@ -61,7 +63,7 @@ bool inwin[NA];       /* applier a may write a row before its next renewal (assu
 /* ---- ghosts ---- */
 byte rowwriter;       /* the applier incarnation that wrote rows */
 
-#define PLAN_MOVED pmoved[0] = true; pmoved[1] = true
+#define PLAN_MOVED pmoved[0] = true; pmoved[1] = true; pmoved[NA] = true
 #define ROW_MOVED(r) rmoved[r] = true; rmoved[NR+r] = true
 
 /* P5 the report never claims a row that was not retired (P5a) and never omits one that
@@ -330,11 +332,47 @@ proctype Clock() {
 	od
 }
 
+/* The fleet coordinator's stand-in for the agent of a host that counts as lost
+ * (controllers/retirementplan/hostloss.go). The agent may only seem lost (a partition,
+ * a slow renewal) and still apply, so the stand-in may act at any time. L1: it reads the
+ * plan. L2: when no apply has started, it closes the plan with a report that retires
+ * nothing (retirement.LostHostApply) and the HostAgentLost condition, in one write
+ * guarded by the plan's resourceVersion; a conflict re-reads. An apply in progress it
+ * leaves to the takeover (T1-T3, as for any applier). */
+proctype StandIn() {
+top:
+	atomic {
+		/* L1 */
+		pmoved[NA] = false;
+		if
+		:: pstate != S_NONE -> goto out
+		:: else -> skip
+		fi
+	}
+	atomic {
+		/* L2 */
+		if
+#ifndef MUTANT_LOST_NO_CAS
+		:: pmoved[NA] -> goto top
+		:: else ->
+#else
+		:: true ->
+#endif
+			pstate = S_FINISHED; pholder = 0;
+			rep[0] = false; rep[1] = false; rep[2] = false;
+			PLAN_MOVED
+		fi
+	}
+out:
+	skip
+}
+
 init {
 	atomic {
 		run Applier(0);
 		run Applier(1);
 		run Workers();
-		run Clock()
+		run Clock();
+		run StandIn()
 	}
 }

@@ -57,6 +57,7 @@ cases=(
 	"apply-no-intent-cas      |apply.pml|fail|safety  |report|-DMUTANT_NO_INTENT_CAS"
 	"apply-fence-after-read   |apply.pml|fail|safety  |report|-DMUTANT_FENCE_AFTER_READ"
 	"apply-takeover-early     |apply.pml|fail|safety  |report|-DMUTANT_TAKEOVER_EARLY"
+	"apply-lost-no-cas        |apply.pml|fail|safety  |report|-DMUTANT_LOST_NO_CAS"
 )
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; s=${s%"${s##*[![:space:]]}"}; printf '%s' "$s"; }

@@ -35,4 +35,11 @@ var _ = Describe("RetirementPlan status.applyProgress", func() {
 		Expect(kubectlExplain("retirementplan.status.applyProgress.renewedAt")).To(ContainSubstring("take the apply over"))
 		Expect(kubectlExplain("retirementplan.status.applyProgress.startedAt")).To(ContainSubstring("retiredAt"))
 	})
+
+	It("explains the approval a host plan records, narrowed to its host", func() {
+		text := kubectlExplain("retirementplan.status.hostApproval")
+		for _, want := range []string{"narrowed to this host", "recorded once", "Approved condition"} {
+			Expect(text).To(ContainSubstring(want))
+		}
+	})
 })
