@@ -12,9 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +26,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
+	"github.com/giteatools/fleet-controller/test/support/testfleet"
 	"github.com/giteatools/fleet-controller/test/support/testgitea"
 )
 
@@ -90,73 +89,25 @@ func newWorker(ns string, opts ...workerOpt) *worker {
 	if conf.upperCase {
 		w.identity = strings.ToUpper(w.identity)
 	}
-	Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: w.name, Namespace: ns}})).To(Succeed())
-	if !conf.unbound {
-		bindWorker(w)
-	}
-	w.c = impersonating(testenv.ServiceAccount(ns, w.name))
-
-	wr := &fleetv1alpha1.WorkerRegistration{
-		ObjectMeta: metav1.ObjectMeta{Name: w.name, Namespace: ns},
-		Spec: fleetv1alpha1.WorkerRegistrationSpec{
-			ClientInstanceID:    "inst-" + w.name,
-			WorkerNamespace:     "slot-" + w.name,
-			Identity:            w.identity,
-			Remote:              "origin",
-			Repository:          conf.repository,
-			HeartbeatTTLSeconds: 3600,
-			Process: fleetv1alpha1.ProcessIdentity{HostID: hostFacts.HostID, BootID: hostFacts.BootID,
-				PID: int64(osPid), StartTime: ptr.To(selfStart)},
-		},
-	}
-	Expect(k8s.Create(ctx, wr)).To(Succeed())
-	heartbeat(k8s, w)
-	Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(wr), wr)).To(Succeed())
-		g.Expect(wr.Status.Phase).To(Equal(fleetv1alpha1.PhaseActive))
-		g.Expect(wr.Status.OwnershipState).To(Equal(fleetv1alpha1.OwnershipLive))
-	}).Should(Succeed(), "registration %s never became live", w.name)
+	fw, err := testfleet.Register(ctx, env, testfleet.WorkerSpec{Namespace: ns, Name: w.name, Identity: w.identity,
+		Repository: conf.repository, Host: hostFacts, StartTime: selfStart, Unbound: conf.unbound})
+	Expect(err).NotTo(HaveOccurred())
+	w.c = fw.Client
 	return w
-}
-
-// bindWorker binds the fleet-worker ClusterRole to the worker's ServiceAccount.
-func bindWorker(w *worker) {
-	GinkgoHelper()
-	Expect(k8s.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "fleet-worker-" + w.name, Namespace: w.ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "fleet-worker"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: w.name, Namespace: w.ns}},
-	})).To(Succeed())
 }
 
 // heartbeat renews the worker's heartbeat through the status subresource as client c.
 func heartbeat(c client.Client, w *worker) {
 	GinkgoHelper()
-	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		wr := &fleetv1alpha1.WorkerRegistration{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: w.name}, wr); err != nil {
-			return err
-		}
-		wr.Status.LastHeartbeatAt = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
-		return c.Status().Update(ctx, wr)
-	})).To(Succeed())
-}
-
-func impersonating(user string, groups []string) client.Client {
-	GinkgoHelper()
-	c, err := env.Impersonate(user, groups...)
-	Expect(err).NotTo(HaveOccurred())
-	return c
+	Expect(testfleet.Heartbeat(ctx, k8s, &testfleet.Worker{Name: w.name, Namespace: w.ns, Client: c})).To(Succeed())
 }
 
 // --- targets in Gitea -------------------------------------------------------------------
 
-func issueTarget(n int64) fleetv1alpha1.TaskTarget {
-	return fleetv1alpha1.TaskTarget{Repository: repo, Kind: fleetv1alpha1.TargetKindIssue, Number: n}
-}
+func issueTarget(n int64) fleetv1alpha1.TaskTarget { return testfleet.IssueTarget(repo, n) }
 
 func pullTarget(pr testgitea.PullRequest) fleetv1alpha1.TaskTarget {
-	return fleetv1alpha1.TaskTarget{Repository: repo, Kind: fleetv1alpha1.TargetKindPullRequest, Number: pr.Number, HeadSHA: pr.HeadSHA}
+	return testfleet.PullTarget(repo, pr)
 }
 
 // newIssue opens an issue in the controller's repository as the repository owner.

@@ -22,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,13 +29,10 @@ import (
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/controllers/taskclaim"
-	"github.com/giteatools/fleet-controller/controllers/workerregistration"
-	"github.com/giteatools/fleet-controller/internal/authz"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
-	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
-	"github.com/giteatools/fleet-controller/internal/workflowfence"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
+	"github.com/giteatools/fleet-controller/test/support/testfleet"
 	"github.com/giteatools/fleet-controller/test/support/testgitea"
 )
 
@@ -78,7 +74,6 @@ var (
 
 	anyFailed bool
 	began     = time.Now()
-	osPid     = os.Getpid()
 )
 
 // gitUser is a Gitea account and its token.
@@ -102,11 +97,9 @@ var _ = BeforeSuite(func() {
 	By("starting Gitea (GITEA_URL/GITEA_TOKEN, or hack/gitea.sh on a free port)")
 	t0 := time.Now()
 	var err error
-	srv, err = testgitea.Start(ctx)
+	srv, gc, err = testfleet.StartGitea(ctx)
 	DeferCleanup(stopGitea) // also stops a half-started server
 	Expect(err).NotTo(HaveOccurred(), "the TaskClaim suite needs a real Gitea; it does not skip without one")
-	gc, err = giteaclaim.New(srv.URL, srv.Token, giteaclaim.WithHTTPClient(srv.HTTP))
-	Expect(err).NotTo(HaveOccurred())
 	seedGitea()
 	timing("gitea", time.Since(t0))
 
@@ -138,27 +131,12 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	recorder = mgr.GetEventRecorder("taskclaim-test")
-	// This host's agent and the fleet coordinator, as cmd/setup.go runs them: only the
-	// holder of a host's Lease writes its rows' ownership.
-	elections, err := hostagent.Campaign(mgr, agentNamespace, hostFacts.HostID, testenv.AgentTimings)
+	// This host's agent and the fleet coordinator, the WorkerRegistration and TaskClaim
+	// reconcilers, as cmd/setup.go runs them: only the holder of a host's Lease writes its
+	// rows' ownership.
+	elections, err := testfleet.Wire(mgr, testfleet.Wiring{Host: hostFacts, AgentNamespace: agentNamespace,
+		Gitea: gc, Repository: repo, ClaimTTL: claimTTL, ActiveRecheck: activeRecheck})
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&workerregistration.Reconciler{
-		Client: mgr.GetClient(), Prober: &liveness.ProcProber{Facts: hostFacts}, Clock: clock.RealClock{},
-		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
-		Agent:    elections.Host, Coordinator: elections.Coordinator, AgentNamespace: agentNamespace,
-	}).SetupWithManager(mgr)).To(Succeed())
-	Expect((&taskclaim.Reconciler{
-		Client:        mgr.GetClient(),
-		APIReader:     mgr.GetAPIReader(),
-		Gitea:         gc,
-		Verdicts:      authz.Reviewer{Client: mgr.GetClient()},
-		Fence:         workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clock.RealClock{}},
-		Repository:    repo,
-		TTL:           claimTTL,
-		ActiveRecheck: activeRecheck,
-		Clock:         clock.RealClock{},
-		Recorder:      mgr.GetEventRecorder("taskclaim-controller"),
-	}).SetupWithManager(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
@@ -182,18 +160,7 @@ var _ = AfterSuite(func() {
 })
 
 // stopGitea stops a Gitea this suite started (keeping its run directory after failures).
-func stopGitea() {
-	if srv == nil || !srv.Started() {
-		return
-	}
-	keep := anyFailed || CurrentSpecReport().Failed()
-	if keep {
-		fmt.Fprintf(os.Stderr, "taskclaim suite: failures; Gitea run directory kept: %s\n", srv.RunDir())
-	}
-	if err := srv.Stop(keep); err != nil {
-		fmt.Fprintf(os.Stderr, "taskclaim suite: %v\n", err)
-	}
-}
+func stopGitea() { testfleet.StopGitea(srv, anyFailed || CurrentSpecReport().Failed(), "taskclaim") }
 
 // seedGitea creates the repository owner, a human reviewer, the controller's repository,
 // a second repository, and the "blocked" label.

@@ -28,17 +28,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 
 	"github.com/giteatools/fleet-controller/controllers/retirementplan"
-	"github.com/giteatools/fleet-controller/controllers/taskclaim"
-	"github.com/giteatools/fleet-controller/controllers/workerregistration"
 	"github.com/giteatools/fleet-controller/internal/authz"
 	"github.com/giteatools/fleet-controller/internal/cli"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
-	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/reglist"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
+	"github.com/giteatools/fleet-controller/test/support/testfleet"
 	"github.com/giteatools/fleet-controller/test/support/testgitea"
 )
 
@@ -163,15 +161,16 @@ var _ = BeforeSuite(func() {
 	clk := clock.RealClock{}
 	reviewer := authz.Reviewer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	fence := workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clk}
-	// This host's agent and the fleet coordinator, as cmd/setup.go runs them: only the
-	// holder of a host's Lease writes its rows' ownership and plans its rows.
-	elections, err := hostagent.Campaign(mgr, agentNamespace, facts.HostID, testenv.AgentTimings)
+	// The controller reaches Gitea through a switch a spec can turn off, to see what the
+	// CLI does while the controller cannot clear a record.
+	gc, err := giteaclaim.New(srv.URL, srv.Token, giteaclaim.WithHTTPClient(&http.Client{
+		Transport: giteaSwitch{base: srv.HTTP.Transport}, Timeout: srv.HTTP.Timeout}))
 	Expect(err).NotTo(HaveOccurred())
-	agent := elections.Host
-	Expect((&workerregistration.Reconciler{Client: mgr.GetClient(), Prober: prober, Clock: clk,
-		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
-		Agent:    agent, Coordinator: elections.Coordinator, AgentNamespace: agentNamespace,
-	}).SetupWithManager(mgr)).To(Succeed())
+	// This host's agent and the fleet coordinator, the WorkerRegistration and TaskClaim
+	// reconcilers, as cmd/setup.go runs them: only the holder of a host's Lease writes its
+	// rows' ownership and plans its rows.
+	elections, err := testfleet.Wire(mgr, testfleet.Wiring{Host: facts, AgentNamespace: agentNamespace, Gitea: gc, Repository: repo})
+	Expect(err).NotTo(HaveOccurred())
 	registrations, err := reglist.New(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme()) // as cmd/ wires it
 	Expect(err).NotTo(HaveOccurred())
 	deps := &retirementplan.Deps{
@@ -180,19 +179,11 @@ var _ = BeforeSuite(func() {
 		Repository: repo, Approvers: reviewer, Fence: fence, Clock: clk,
 		Recorder: mgr.GetEventRecorder("retirementplan-controller"),
 	}
-	hostPlans := &retirementplan.HostPlanReconciler{Deps: deps, Prober: prober, Reprober: prober, Agent: agent}
+	hostPlans := &retirementplan.HostPlanReconciler{Deps: deps, Prober: prober, Reprober: prober, Agent: elections.Host,
+		Coordinator: elections.Coordinator, AgentNamespace: agentNamespace}
 	Expect(hostPlans.SetupWithManager(mgr)).To(Succeed())
-	Expect((&retirementplan.FleetPlanReconciler{Deps: deps, HostPlans: hostPlans, AgentNamespace: agentNamespace}).SetupWithManager(mgr)).To(Succeed())
-	// The controller reaches Gitea through a switch a spec can turn off, to see what the
-	// CLI does while the controller cannot clear a record.
-	gc, err := giteaclaim.New(srv.URL, srv.Token, giteaclaim.WithHTTPClient(&http.Client{
-		Transport: giteaSwitch{base: srv.HTTP.Transport}, Timeout: srv.HTTP.Timeout}))
-	Expect(err).NotTo(HaveOccurred())
-	Expect((&taskclaim.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Gitea: gc, Verdicts: reviewer, Fence: fence,
-		Repository: repo, TTL: time.Hour, ActiveRecheck: time.Second, Clock: clk,
-		Recorder: mgr.GetEventRecorder("taskclaim-controller"),
-	}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&retirementplan.FleetPlanReconciler{Deps: deps, HostPlans: hostPlans, Coordinator: elections.Coordinator,
+		AgentNamespace: agentNamespace}).SetupWithManager(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())

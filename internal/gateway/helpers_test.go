@@ -10,19 +10,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"code.gitea.io/sdk/gitea"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
@@ -30,6 +27,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
+	"github.com/giteatools/fleet-controller/test/support/testfleet"
 	"github.com/giteatools/fleet-controller/test/support/testgitea"
 )
 
@@ -88,52 +86,20 @@ func (w *worker) createGiteaAccount() {
 func (w *worker) register() {
 	GinkgoHelper()
 	ns := w.ns
-	var err error
-
-	Expect(k8s.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: w.name, Namespace: ns}})).To(Succeed())
-	Expect(k8s.Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "fleet-worker-" + w.name, Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "fleet-worker"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: w.name, Namespace: ns}},
-	})).To(Succeed())
-	user, groups := testenv.ServiceAccount(ns, w.name)
-	w.c, err = env.Impersonate(user, groups...)
+	fw, err := testfleet.Register(ctx, env, testfleet.WorkerSpec{Namespace: ns, Name: w.name, Identity: w.identity,
+		Repository: repo, Host: hostFacts, StartTime: selfStart})
 	Expect(err).NotTo(HaveOccurred())
-	wr := &fleetv1alpha1.WorkerRegistration{
-		ObjectMeta: metav1.ObjectMeta{Name: w.name, Namespace: ns},
-		Spec: fleetv1alpha1.WorkerRegistrationSpec{
-			ClientInstanceID: "inst-" + w.name, WorkerNamespace: "slot-" + w.name, Identity: w.identity, Remote: "origin",
-			Repository: repo, HeartbeatTTLSeconds: 3600,
-			Process: fleetv1alpha1.ProcessIdentity{HostID: hostFacts.HostID, BootID: hostFacts.BootID,
-				PID: int64(os.Getpid()), StartTime: ptr.To(selfStart)},
-		},
-	}
-	Expect(k8s.Create(ctx, wr)).To(Succeed())
-	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &fleetv1alpha1.WorkerRegistration{}
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(wr), cur); err != nil {
-			return err
-		}
-		cur.Status.LastHeartbeatAt = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
-		return w.c.Status().Update(ctx, cur)
-	})).To(Succeed())
-	Eventually(func(g Gomega) {
-		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(wr), wr)).To(Succeed())
-		g.Expect(wr.Status.Phase).To(Equal(fleetv1alpha1.PhaseActive))
-		g.Expect(wr.Status.OwnershipState).To(Equal(fleetv1alpha1.OwnershipLive))
-	}).Should(Succeed(), "registration %s never became live", w.name)
+	w.c = fw.Client
 	w.saToken, err = env.ServiceAccountToken(ctx, ns, w.name, gateway.Audience)
 	Expect(err).NotTo(HaveOccurred())
 }
 
 // --- claims -----------------------------------------------------------------------------
 
-func issueTarget(n int64) fleetv1alpha1.TaskTarget {
-	return fleetv1alpha1.TaskTarget{Repository: repo, Kind: fleetv1alpha1.TargetKindIssue, Number: n}
-}
+func issueTarget(n int64) fleetv1alpha1.TaskTarget { return testfleet.IssueTarget(repo, n) }
 
 func pullTarget(pr testgitea.PullRequest) fleetv1alpha1.TaskTarget {
-	return fleetv1alpha1.TaskTarget{Repository: repo, Kind: fleetv1alpha1.TargetKindPullRequest, Number: pr.Number, HeadSHA: pr.HeadSHA}
+	return testfleet.PullTarget(repo, pr)
 }
 
 func newIssue(title string) int64 {

@@ -10,7 +10,6 @@ package gateway_test
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"testing"
@@ -30,15 +29,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
-	"github.com/giteatools/fleet-controller/controllers/taskclaim"
-	"github.com/giteatools/fleet-controller/controllers/workerregistration"
-	"github.com/giteatools/fleet-controller/internal/authz"
 	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
-	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
-	"github.com/giteatools/fleet-controller/internal/workflowfence"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
+	"github.com/giteatools/fleet-controller/test/support/testfleet"
 	"github.com/giteatools/fleet-controller/test/support/testgitea"
 )
 
@@ -87,11 +82,9 @@ var _ = BeforeSuite(func() {
 
 	By("starting Gitea")
 	var err error
-	srv, err = testgitea.Start(ctx)
+	srv, gc, err = testfleet.StartGitea(ctx)
 	DeferCleanup(stopGitea)
 	Expect(err).NotTo(HaveOccurred(), "the gateway suite needs a real Gitea; it does not skip without one")
-	gc, err = giteaclaim.New(srv.URL, srv.Token, giteaclaim.WithHTTPClient(srv.HTTP))
-	Expect(err).NotTo(HaveOccurred())
 	suffix = testgitea.RandomHex(3)
 	owner := "gwowner-" + suffix
 	ownerToken, err = srv.CreateUser(ctx, owner)
@@ -133,25 +126,11 @@ var _ = BeforeSuite(func() {
 		}},
 	})
 	Expect(err).NotTo(HaveOccurred())
-	// This host's agent and the fleet coordinator, as cmd/setup.go runs them: only the
-	// holder of a host's Lease writes its rows' ownership.
-	elections, err := hostagent.Campaign(mgr, agentNamespace, hostFacts.HostID, testenv.AgentTimings)
+	// This host's agent and the fleet coordinator, the WorkerRegistration and TaskClaim
+	// reconcilers, as cmd/setup.go runs them.
+	elections, err := testfleet.Wire(mgr, testfleet.Wiring{Host: hostFacts, AgentNamespace: agentNamespace,
+		Gitea: gc, Repository: repo, ClaimTTL: time.Hour, ActiveRecheck: time.Second})
 	Expect(err).NotTo(HaveOccurred())
-	Expect((&workerregistration.Reconciler{
-		Client: mgr.GetClient(), Prober: &liveness.ProcProber{Facts: hostFacts}, Clock: clock.RealClock{},
-		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
-		Agent:    elections.Host, Coordinator: elections.Coordinator, AgentNamespace: agentNamespace,
-	}).SetupWithManager(mgr)).To(Succeed())
-	Expect((&taskclaim.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Gitea: gc,
-		Verdicts:      authz.Reviewer{Client: mgr.GetClient()},
-		Fence:         workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clock.RealClock{}},
-		Repository:    repo,
-		TTL:           time.Hour,
-		ActiveRecheck: time.Second,
-		Clock:         clock.RealClock{},
-		Recorder:      mgr.GetEventRecorder("taskclaim-controller"),
-	}).SetupWithManager(mgr)).To(Succeed())
 	recorder, apiReader = mgr.GetEventRecorder("fleet-gateway"), mgr.GetAPIReader()
 	gw = newGateway(mgr.GetClient(), apiReader, recorder, clock.RealClock{})
 	gw.Addr = gwAddr
@@ -184,18 +163,7 @@ var _ = AfterSuite(func() {
 	Expect(env.Stop()).To(Succeed())
 })
 
-func stopGitea() {
-	if srv == nil || !srv.Started() {
-		return
-	}
-	keep := anyFailed || CurrentSpecReport().Failed()
-	if keep {
-		fmt.Fprintf(os.Stderr, "gateway suite: failures; Gitea run directory kept: %s\n", srv.RunDir())
-	}
-	if err := srv.Stop(keep); err != nil {
-		fmt.Fprintf(os.Stderr, "gateway suite: %v\n", err)
-	}
-}
+func stopGitea() { testfleet.StopGitea(srv, anyFailed || CurrentSpecReport().Failed(), "gateway") }
 
 func freeAddr() string {
 	GinkgoHelper()
