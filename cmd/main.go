@@ -22,6 +22,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -43,6 +44,13 @@ func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(fleetv1alpha1.AddToScheme(scheme))
 }
+
+// The field managers the manager's writes carry: the controllers', and the gateway's
+// (its TokenReviews and any other write it makes).
+const (
+	fieldManager        = "fleet-controller"
+	gatewayFieldManager = "fleet-gateway"
+)
 
 type options struct {
 	metricsAddr    string
@@ -188,8 +196,10 @@ func run(o options) error {
 	// Leases are cached unfiltered: the claim locks and the hosts' Leases carry different
 	// labels, and a label selector cannot ask for either.
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Cache:                  cacheOpts,
+		Scheme: scheme,
+		Cache:  cacheOpts,
+		// managedFields name the controller, not the binary's file name.
+		Client:                 client.Options{FieldOwner: fieldManager},
 		Metrics:                metricsOptions(o),
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,

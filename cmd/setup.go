@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/giteatools/fleet-controller/controllers/retirementplan"
 	"github.com/giteatools/fleet-controller/controllers/taskclaim"
@@ -175,7 +176,7 @@ func setup(mgr ctrl.Manager, cfg config) error {
 			Credentials: gateway.NewCredentials(mgr.GetAPIReader(), cfg.gatewayCredentials, gc),
 			Gitea:       gc,
 			Recorder:    mgr.GetEventRecorder("fleet-gateway"),
-			Client:      mgr.GetClient(),
+			Client:      client.WithFieldOwner(mgr.GetClient(), gatewayFieldManager),
 			Clock:       clk,
 		}); err != nil {
 			return fmt.Errorf("gateway: %w", err)

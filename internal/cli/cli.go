@@ -89,7 +89,12 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 	}
 }
 
-// Client returns the controller-runtime client of the configured cluster (made once).
+// FieldManager is the field manager kubectl fleet writes as, what managedFields show for
+// the objects and fields it wrote.
+const FieldManager = "kubectl-fleet"
+
+// Client returns the controller-runtime client of the configured cluster (made once),
+// writing as FieldManager.
 func (o *Options) Client() (client.Client, error) {
 	if o.client != nil {
 		return o.client, nil
@@ -98,7 +103,7 @@ func (o *Options) Client() (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
-	c, err := client.NewWithWatch(cfg, client.Options{Scheme: Scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: Scheme, FieldOwner: FieldManager})
 	if err != nil {
 		return nil, fmt.Errorf("connecting to the API server: %w", err)
 	}

@@ -52,6 +52,11 @@ var _ = Describe("register, heartbeat and run", func() {
 		Expect(rb.RoleRef.Name).To(Equal(cli.WorkerRoleName))
 		Expect(rb.Subjects).To(ConsistOf(rbacv1.Subject{Kind: "ServiceAccount", Name: name, Namespace: ns}))
 
+		By("writing as the field manager kubectl-fleet, which managedFields show")
+		Expect(managersOf(rb.ManagedFields, "")).To(ConsistOf(cli.FieldManager))
+		Expect(managersOf(getWR(ns, name).ManagedFields, "")).To(ConsistOf(cli.FieldManager), "the registration's spec")
+		Expect(managersOf(getWR(ns, name).ManagedFields, "status")).To(ContainElement(cli.FieldManager), "the first heartbeat")
+
 		By("printing the registration in each -o format")
 		p2 := startChild()
 		r = fleet(ns, "register", "--identity", "bot-b", "--repository", repo, "--host-id", testHostID, "--pid", strconv.FormatInt(p2.pid, 10), "-o", "yaml")
@@ -191,3 +196,14 @@ exit 0`
 		Expect(r.stdout).To(ContainSubstring("secrets=yes"))
 	})
 })
+
+// managersOf lists the field managers of entries for subresource ("" for the object itself).
+func managersOf(fields []metav1.ManagedFieldsEntry, subresource string) []string {
+	var out []string
+	for _, f := range fields {
+		if f.Subresource == subresource {
+			out = append(out, f.Manager)
+		}
+	}
+	return out
+}

@@ -241,6 +241,9 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 		// The heartbeats moved the registry since the plan; the candidate-bound approval
 		// still applied.
 		Expect(registryAtPlan).NotTo(BeEmpty())
+		By("managedFields name the controller as the writer of the plan's status, not its binary")
+		Expect(strings.Fields(jsonpath(ns, "retire-dead", `range .metadata.managedFields[?(@.subresource=="status")]}{.manager}{" "}{end`))).
+			To(HaveEach(Equal("fleet-controller")))
 
 		By("a pid-gone, heartbeat-fresh row changed ownership state at most once while both managers ran")
 		Expect(freshChanges.Load() - freshBefore).To(BeNumerically("<=", 1))
