@@ -516,6 +516,7 @@ type ApplyProgress struct {
 // +kubebuilder:printcolumn:name="Host",type=string,JSONPath=`.spec.hostID`
 // +kubebuilder:printcolumn:name="Outcome",type=string,JSONPath=`.status.outcome`
 // +kubebuilder:printcolumn:name="Approved",type=string,JSONPath=`.status.conditions[?(@.type=="Approved")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,description="The Ready condition's reason: tells a plan awaiting approval from a final refusal, and a planned plan from an applied or refused apply"
 // +kubebuilder:printcolumn:name="Candidates",type=integer,JSONPath=`.status.candidateCount`
 // +kubebuilder:printcolumn:name="Preserved",type=integer,JSONPath=`.status.preservedCount`
 // +kubebuilder:printcolumn:name="Retired",type=integer,JSONPath=`.status.retiredCount`
@@ -523,6 +524,9 @@ type ApplyProgress struct {
 // +kubebuilder:printcolumn:name="Live",type=integer,JSONPath=`.status.snapshot.liveWorkerCount`
 // +kubebuilder:printcolumn:name="Safe",type=boolean,JSONPath=`.status.snapshot.liveFleetSafe`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Binding",type=string,JSONPath=`.spec.approval.binding`,priority=1,description="What the approval binds: Registry or CandidateSet"
+// +kubebuilder:printcolumn:name="Approver",type=string,JSONPath=`.spec.approval.approvedBy`,priority=1,description="Who set the approval, as admission saw it"
+// +kubebuilder:printcolumn:name="Retired-So-Far",type=integer,JSONPath=`.status.applyProgress.retiredSoFar`,priority=1,description="Rows retired so far by an apply in progress"
 type RetirementPlan struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

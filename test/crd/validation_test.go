@@ -417,22 +417,15 @@ func kubectlExplain(path string) string {
 // output as kubectl printed it.
 func kubectlExplainRaw(path string) string {
 	GinkgoHelper()
-	admin, err := env.Environment.AddUser(envtest.User{Name: testenv.Uniq("binding-admin"), Groups: []string{"system:masters"}}, nil)
-	Expect(err).NotTo(HaveOccurred())
-	kubectl, err := admin.Kubectl()
-	Expect(err).NotTo(HaveOccurred())
-	if _, err := os.Stat(kubectl.Path); kubectl.Path == "" || err != nil {
-		kubectl.Path, err = exec.LookPath("kubectl")
-		Expect(err).NotTo(HaveOccurred(), "kubectl is needed: in KUBEBUILDER_ASSETS or on PATH")
-	}
+	kubectl := adminKubectl()
 	// The API server publishes a new CRD's OpenAPI schema a moment after the CRD is
 	// established; until then kubectl explain cannot find the resource, so it is asked
 	// again for a while.
 	var text string
 	Eventually(func(g Gomega) {
-		out, errOut, err := kubectl.Run("explain", path)
-		g.Expect(err).NotTo(HaveOccurred(), readAll(errOut))
-		text = readAll(out)
+		out, errOut, err := kubectl("explain", path)
+		g.Expect(err).NotTo(HaveOccurred(), errOut)
+		text = out
 	}).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 	return text
 }
@@ -583,5 +576,23 @@ func readAll(r interface{ Read([]byte) (int, error) }) string {
 		if err != nil {
 			return sb.String()
 		}
+	}
+}
+
+// adminKubectl runs kubectl (envtest's, else the one on PATH) as a cluster administrator
+// and returns what it printed.
+func adminKubectl() func(args ...string) (stdout, stderr string, err error) {
+	GinkgoHelper()
+	admin, err := env.Environment.AddUser(envtest.User{Name: testenv.Uniq("binding-admin"), Groups: []string{"system:masters"}}, nil)
+	Expect(err).NotTo(HaveOccurred())
+	kubectl, err := admin.Kubectl()
+	Expect(err).NotTo(HaveOccurred())
+	if _, err := os.Stat(kubectl.Path); kubectl.Path == "" || err != nil {
+		kubectl.Path, err = exec.LookPath("kubectl")
+		Expect(err).NotTo(HaveOccurred(), "kubectl is needed: in KUBEBUILDER_ASSETS or on PATH")
+	}
+	return func(args ...string) (string, string, error) {
+		out, errOut, err := kubectl.Run(args...)
+		return readAll(out), readAll(errOut), err
 	}
 }
