@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -391,3 +392,50 @@ func (c *countingRecorder) warnings(reason string) int {
 	defer c.mu.Unlock()
 	return c.counts["Warning/"+reason]
 }
+
+var _ = Describe("RetirementPlan GitOps role", func() {
+	It("lets the identity a GitOps tool applies as create, approve and prune a plan, and nothing more", func() {
+		ns := newNamespace()
+		dead := eligible(ns, "dead")
+		const sa = "flux-gitops"
+		bindSubject(ns, "fleet-retirement-gitops", serviceAccountSubject(ns, sa))
+		tool := impersonatingServiceAccount(ns, sa)
+
+		By("creating the plan from Git, as the impersonated ServiceAccount")
+		p := newPlanObj(ns, testenv.Uniq("gitops"))
+		Eventually(func() error { return tool.Create(ctx, p) }).Should(Succeed(), "the binding reaches the authorizer")
+		p = waitOutcome(p, "planned")
+
+		By("approving it when the approval lands in Git, in its own name")
+		approveEventually(tool, p)
+		p = waitOutcome(p, "applied")
+		Expect(p.Spec.Approval.ApprovedBy).To(Equal("system:serviceaccount:" + ns + ":" + sa))
+		Expect(p.Status.Retired).To(Equal([]string{dead.Name}))
+
+		By("pruning it when it leaves Git")
+		Expect(tool.Delete(ctx, p)).To(Succeed())
+
+		By("and nothing more")
+		user, groups := testenv.ServiceAccount(ns, sa)
+		allowed := func(verb, resource, subresource string) bool {
+			GinkgoHelper()
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: verb, Group: fleetv1alpha1.GroupVersion.Group,
+					Resource: resource, Subresource: subresource}}}
+			Expect(k8sClient.Create(ctx, sar)).To(Succeed())
+			return sar.Status.Allowed
+		}
+		for _, v := range []string{"create", "get", "list", "watch", "update", "patch", "delete", "approve"} {
+			Expect(allowed(v, "retirementplans", "")).To(BeTrue(), "%s retirementplans", v)
+		}
+		Expect(allowed("get", "retirementplanpages", "")).To(BeTrue())
+		for _, denied := range [][3]string{
+			{"update", "retirementplans", "status"}, {"patch", "retirementplans", "status"},
+			{"delete", "retirementplanpages", ""}, {"create", "retirementplanpages", ""},
+			{"update", "workerregistrations", "status"}, {"delete", "workerregistrations", ""}, {"retire", "workerregistrations", ""},
+			{"create", "taskclaims", ""}, {"update", "taskclaims", ""},
+		} {
+			Expect(allowed(denied[0], denied[1], denied[2])).To(BeFalse(), "%s %s/%s", denied[0], denied[1], denied[2])
+		}
+	})
+})
