@@ -115,7 +115,7 @@ func (r *FleetPlanReconciler) SetupWithManagerNamed(mgr ctrl.Manager, name strin
 	if ch, ok := r.Coordinator.(interface {
 		Changes() <-chan event.GenericEvent
 	}); ok {
-		b = b.WatchesRawSource(source.Channel(ch.Changes(), handler.EnqueueRequestsFromMapFunc(r.openFleetPlans)))
+		b = b.WatchesRawSource(source.Channel(ch.Changes(), handler.EnqueueRequestsFromMapFunc(unfinishedPlans(r.Client, isFleetPlan))))
 	}
 	return b.Complete(r)
 }
@@ -132,22 +132,27 @@ func fleetPlanOf(_ context.Context, o client.Object) []reconcile.Request {
 	return nil
 }
 
-// openFleetPlans lists the unfinished fleet plans, for a manager that just became the
-// fleet coordinator.
-func (r *FleetPlanReconciler) openFleetPlans(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := &fleetv1alpha1.RetirementPlanList{}
-	if err := r.List(ctx, list); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		p := &list.Items[i]
-		if p.Spec.HostID == "" && (p.Status.Outcome == "" || p.Status.Outcome == retirement.OutcomePlanned) {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+// unfinishedPlans maps any event to the plans that keep are true of and that are not
+// finished (no outcome yet, or planned): what a manager looks at again when it gains a
+// Lease.
+func unfinishedPlans(c client.Reader, keep func(*fleetv1alpha1.RetirementPlan) bool) handler.MapFunc {
+	return func(ctx context.Context, _ client.Object) []reconcile.Request {
+		list := &fleetv1alpha1.RetirementPlanList{}
+		if err := c.List(ctx, list); err != nil {
+			return nil
 		}
+		var out []reconcile.Request
+		for i := range list.Items {
+			p := &list.Items[i]
+			if keep(p) && (p.Status.Outcome == "" || p.Status.Outcome == retirement.OutcomePlanned) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+			}
+		}
+		return out
 	}
-	return out
 }
+
+func isFleetPlan(p *fleetv1alpha1.RetirementPlan) bool { return p.Spec.HostID == "" }
 
 // coordinates says whether this reconciler is the one writer of fleet plans now.
 func (r *FleetPlanReconciler) coordinates() bool {

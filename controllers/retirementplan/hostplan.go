@@ -120,12 +120,12 @@ func (r *HostPlanReconciler) SetupWithManagerNamed(mgr ctrl.Manager, name string
 	if ch, ok := r.Agent.(interface {
 		Changes() <-chan event.GenericEvent
 	}); ok {
-		b = b.WatchesRawSource(source.Channel(ch.Changes(), handler.EnqueueRequestsFromMapFunc(r.ownHostPlans)))
+		b = b.WatchesRawSource(source.Channel(ch.Changes(), handler.EnqueueRequestsFromMapFunc(unfinishedPlans(r.Client, r.ofOwnHost))))
 	}
 	if ch, ok := r.Coordinator.(interface {
 		Changes() <-chan event.GenericEvent
 	}); ok {
-		b = b.WatchesRawSource(source.Channel(ch.Changes(), handler.EnqueueRequestsFromMapFunc(r.openHostPlans)))
+		b = b.WatchesRawSource(source.Channel(ch.Changes(), handler.EnqueueRequestsFromMapFunc(unfinishedPlans(r.Client, func(p *fleetv1alpha1.RetirementPlan) bool { return p.Spec.HostID != "" }))))
 	}
 	return b.Complete(r)
 }
@@ -153,40 +153,9 @@ func (r *HostPlanReconciler) hostPlansOf(ctx context.Context, o client.Object) [
 	return out
 }
 
-// ownHostPlans lists the unfinished host plans of this manager's host.
-func (r *HostPlanReconciler) ownHostPlans(ctx context.Context, _ client.Object) []reconcile.Request {
-	if r.Agent == nil {
-		return nil
-	}
-	list := &fleetv1alpha1.RetirementPlanList{}
-	if err := r.List(ctx, list); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		p := &list.Items[i]
-		if p.Spec.HostID == r.Agent.ID() && (p.Status.Outcome == "" || p.Status.Outcome == retirement.OutcomePlanned) {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
-		}
-	}
-	return out
-}
-
-// openHostPlans lists every unfinished host plan, for a manager that just became the
-// fleet coordinator.
-func (r *HostPlanReconciler) openHostPlans(ctx context.Context, _ client.Object) []reconcile.Request {
-	list := &fleetv1alpha1.RetirementPlanList{}
-	if err := r.List(ctx, list); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		p := &list.Items[i]
-		if p.Spec.HostID != "" && (p.Status.Outcome == "" || p.Status.Outcome == retirement.OutcomePlanned) {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
-		}
-	}
-	return out
+// ofOwnHost says whether p is a host plan of this manager's host.
+func (r *HostPlanReconciler) ofOwnHost(p *fleetv1alpha1.RetirementPlan) bool {
+	return r.Agent != nil && p.Spec.HostID == r.Agent.ID()
 }
 
 // holds says whether this manager is the agent of hostID right now.

@@ -528,39 +528,27 @@ var _ = Describe("kubectl", func() {
 		Expect(k8sClient.Create(ctx, newRegistration())).To(Succeed())
 		Expect(k8sClient.Create(ctx, newPlan())).To(Succeed())
 		Expect(k8sClient.Create(ctx, newClaim())).To(Succeed())
-		admin, err := env.Environment.AddUser(envtest.User{Name: "fleet-admin", Groups: []string{"system:masters"}}, nil)
-		Expect(err).NotTo(HaveOccurred())
-		kubectl, err := admin.Kubectl()
-		Expect(err).NotTo(HaveOccurred())
-		if _, err := os.Stat(kubectl.Path); kubectl.Path == "" || err != nil {
-			// hack/envtest.sh only builds kubectl when the machine has none.
-			kubectl.Path, err = exec.LookPath("kubectl")
-			Expect(err).NotTo(HaveOccurred(), "kubectl is needed: in KUBEBUILDER_ASSETS or on PATH")
-		}
-		out, errOut, err := kubectl.Run("explain", "workerregistration.spec.process")
-		Expect(err).NotTo(HaveOccurred(), readAll(errOut))
-		text := readAll(out)
+		kubectl := adminKubectl()
+		text, errOut, err := kubectl("explain", "workerregistration.spec.process")
+		Expect(err).NotTo(HaveOccurred(), errOut)
 		Expect(text).To(ContainSubstring("startTime"))
 		Expect(text).To(ContainSubstring("boot_id"))
-		out, errOut, err = kubectl.Run("explain", "workerregistration.spec.process.pod")
-		Expect(err).NotTo(HaveOccurred(), readAll(errOut))
-		text = readAll(out)
+		text, errOut, err = kubectl("explain", "workerregistration.spec.process.pod")
+		Expect(err).NotTo(HaveOccurred(), errOut)
 		Expect(text).To(ContainSubstring("pid namespace of its own"), "kubectl explain tells what a pod's process is")
 		Expect(text).To(ContainSubstring("nodeName"))
 
-		out, errOut, err = kubectl.Run("explain", "taskclaim.status.result.outcome")
-		Expect(err).NotTo(HaveOccurred(), readAll(errOut))
-		text = readAll(out)
+		text, errOut, err = kubectl("explain", "taskclaim.status.result.outcome")
+		Expect(err).NotTo(HaveOccurred(), errOut)
 		for _, ending := range []string{"released", "completed", "expired", "revoked"} {
 			Expect(text).To(ContainSubstring(ending), "an ended claim's outcome is explained")
 		}
-		out, errOut, err = kubectl.Run("explain", "taskclaim.status.validation.target")
-		Expect(err).NotTo(HaveOccurred(), readAll(errOut))
-		Expect(readAll(out)).To(ContainSubstring("target_substituted"))
+		text, errOut, err = kubectl("explain", "taskclaim.status.validation.target")
+		Expect(err).NotTo(HaveOccurred(), errOut)
+		Expect(text).To(ContainSubstring("target_substituted"))
 
-		out, errOut, err = kubectl.Run("get", "fleet", "-A", "-o", "name")
-		Expect(err).NotTo(HaveOccurred(), readAll(errOut))
-		names := readAll(out)
+		names, errOut, err := kubectl("get", "fleet", "-A", "-o", "name")
+		Expect(err).NotTo(HaveOccurred(), errOut)
 		for _, kind := range []string{"workerregistration", "retirementplan", "taskclaim"} {
 			Expect(names).To(ContainSubstring(kind + ".fleet.giteatools.dev/"))
 		}
