@@ -138,7 +138,6 @@ func setup(mgr ctrl.Manager, cfg config) error {
 	}
 	if err := (&retirementplan.FleetPlanReconciler{
 		Deps:           deps,
-		HostPlans:      hostPlans,
 		Coordinator:    coordinator,
 		AgentNamespace: cfg.agentNamespace,
 	}).SetupWithManager(mgr); err != nil {

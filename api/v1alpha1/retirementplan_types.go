@@ -294,6 +294,15 @@ type RetirementPlanStatus struct {
 	// +optional
 	RegistryFingerprint string `json:"registryFingerprint,omitempty"`
 
+	// registryResourceVersion is the resourceVersion of the registrations list the plan
+	// was read from. A fleet plan's host plans plan their rows from the list at exactly
+	// this resourceVersion, so the fleet plan's registry fingerprint and every host
+	// plan's verdicts rest on one view of the namespace; a host plan whose agent comes
+	// too late for it (the API server has compacted that revision) reads the newest list
+	// and records its own.
+	// +optional
+	RegistryResourceVersion string `json:"registryResourceVersion,omitempty"`
+
 	// candidateFingerprint is a stable token over the candidate rows; copy it into
 	// spec.approval to approve.
 	// +optional

@@ -8,6 +8,9 @@
 // the host-plan reconciler of the fleet coordinator's manager stands in and closes it
 // (hostloss.go).
 //
+// The two meet only in the API server: the fleet plan's status (hosts, approval) and
+// the host plans' status. Nothing of one runs inside the other's reconcile.
+//
 // Both ask internal/retirement for every decision (the plan, the approval verdict, the
 // apply decision, each row's recheck, the report) and only read and write: gather.go
 // reads the world, status.go and fleetstatus.go record the answers. Deps is what they
@@ -43,14 +46,16 @@ type Fence interface {
 }
 
 // RegistrationLister lists every WorkerRegistration of a namespace straight from the API
-// server, as one consistent view, without managedFields.
+// server, as one consistent view at resourceVersion (the newest when empty), without
+// managedFields, and says which resourceVersion the view is.
 type RegistrationLister interface {
-	List(ctx context.Context, namespace string) ([]fleetv1alpha1.WorkerRegistration, error)
+	ListAt(ctx context.Context, namespace, resourceVersion string) ([]fleetv1alpha1.WorkerRegistration, string, error)
 }
 
 // Deps is what both RetirementPlan reconcilers read and write through. It is
-// configuration, set before the manager starts and never changed after: neither
-// reconciler keeps state in it.
+// configuration, set before the manager starts and never changed after, and one memo: the
+// view of the registrations this process's last fan-out read, which its own host plan's
+// dry run reads at the same resourceVersion (gather.go).
 type Deps struct {
 	client.Client
 	// APIReader reads straight from the API server; apply never trusts the cache.
@@ -73,6 +78,8 @@ type Deps struct {
 	Recorder events.EventRecorder
 	// PageRows caps the rows of one RetirementPlanPage (zero: retirement.PageMaxRows).
 	PageRows int
+
+	views viewMemo
 }
 
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplans,verbs=get;list;watch;create

@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -41,10 +41,6 @@ import (
 // fleet plan (Coordinator); no fleet-plan code writes a host plan.
 type FleetPlanReconciler struct {
 	*Deps
-	// HostPlans is this manager's host-plan reconciler. The fleet plan's reconcile runs
-	// the host plans of this manager's host at once (so a single-host fleet plan
-	// completes in one reconcile). Required.
-	HostPlans *HostPlanReconciler
 	// AgentNamespace holds the hosts' coordination Leases, read to learn which hosts have
 	// an agent when a fleet plan fans out.
 	AgentNamespace string
@@ -67,9 +63,6 @@ type FleetPlanReconciler struct {
 // written it too: each attempt reads it afresh, and a conflict is answered by re-reading
 // and deciding again.
 func (r *FleetPlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	if r.HostPlans == nil {
-		return ctrl.Result{}, errors.New("FleetPlanReconciler.HostPlans is not set")
-	}
 	plan := &fleetv1alpha1.RetirementPlan{}
 	for attempt := 0; ; attempt++ {
 		if err := r.APIReader.Get(ctx, req.NamespacedName, plan); err != nil {
@@ -78,8 +71,7 @@ func (r *FleetPlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if plan.Spec.HostID != "" {
 			return ctrl.Result{}, nil
 		}
-		// gather.go: this attempt's fan-out read serves its local host plans' dry runs.
-		res, err := r.reconcileFleet(withFanoutRead(ctx), plan)
+		res, err := r.reconcileFleet(ctx, plan)
 		if !apierrors.IsConflict(err) || attempt == maxFleetAttempts {
 			return res, err
 		}
@@ -101,16 +93,13 @@ func (r *FleetPlanReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // of one of its host plans; when this manager becomes the fleet coordinator, every
 // unfinished fleet plan is looked at again.
 func (r *FleetPlanReconciler) SetupWithManagerNamed(mgr ctrl.Manager, name string, preds ...predicate.Predicate) error {
-	if r.HostPlans == nil {
-		return errors.New("FleetPlanReconciler.HostPlans is not set")
-	}
 	fleetPlans := predicate.NewPredicateFuncs(func(o client.Object) bool { return !isHostPlan(o) })
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&fleetv1alpha1.RetirementPlan{}, builder.WithPredicates(append([]predicate.Predicate{fleetPlans, predicate.GenerationChangedPredicate{}}, preds...)...)).
 		Watches(&fleetv1alpha1.RetirementPlan{}, handler.EnqueueRequestsFromMapFunc(fleetPlanOf), builder.WithPredicates(preds...)).
 		Named(name).
-		// Every manager runs it: a standby still runs its own host's host plans at once,
-		// and only the coordinator writes (coordinates).
+		// Every manager runs it, and only the coordinator writes (coordinates): a standby
+		// keeps its cache and queue warm, so taking over the Lease costs no resync.
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)})
 	if ch, ok := r.Coordinator.(interface {
 		Changes() <-chan event.GenericEvent
@@ -197,48 +186,32 @@ func HostPlanName(parent, hostID string) string {
 
 // reconcileFleet drives a fleet plan: fan out, wait for the host plans' plans, judge the
 // approval as for any plan, wait for the host plans' applies, aggregate. Every step is a
-// function of what the API server holds, and only the fleet coordinator runs it (another
-// agent runs only its own host's host plans); should two run it (a coordinator that lost
-// its Lease mid-reconcile), they converge: writes are
-// guarded by resourceVersion, and a conflict is retried from a fresh read.
+// function of what the API server holds, and only the fleet coordinator runs it; the
+// host plans are planned and applied by their hosts' agents (HostPlanReconciler), whose
+// every write enqueues the fleet plan again. Should two managers run it (a coordinator
+// that lost its Lease mid-reconcile), they converge: writes are guarded by
+// resourceVersion, and a conflict is retried from a fresh read.
 func (r *FleetPlanReconciler) reconcileFleet(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
-	logger := log.FromContext(ctx)
-	if plan.Status.Outcome != "" && pagesPending(plan) && r.coordinates() {
+	if !r.coordinates() {
+		fleetStandbyTotal.Inc()
+		return ctrl.Result{}, nil
+	}
+	if plan.Status.Outcome != "" && pagesPending(plan) {
 		// Host plans write their pages after they are planned, and the fleet plan may be
 		// applied by then: its pages are recorded whatever its outcome.
 		if err := r.refreshFleetPages(ctx, plan); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	if plan.Status.Outcome != "" && plan.Status.Outcome != retirement.OutcomePlanned {
-		return ctrl.Result{}, nil
-	}
-	if !r.coordinates() {
-		// One writer per fleet plan: the fleet coordinator fans it out, creates its host
-		// plans, and writes its status and pages.
-		// This agent runs only its own host's plans (each guarded by its own Lease).
-		fleetStandbyTotal.Inc()
-		return r.runLocalHostPlans(ctx, plan)
-	}
-	if plan.Status.Outcome == "" {
-		if plan.Status.RegistryFingerprint == "" {
-			if err := r.fanOut(ctx, plan); err != nil {
-				return ctrl.Result{}, err
-			}
-		}
-		if err := r.ensureHostPlans(ctx, plan); err != nil {
-			return ctrl.Result{}, err
-		}
-		local, err := r.runLocalHostPlans(ctx, plan)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		planned, err := r.aggregatePlan(ctx, plan)
+	switch plan.Status.Outcome {
+	case "":
+		planned, err := r.planFleet(ctx, plan)
 		if err != nil || !planned {
-			// A host plan's change enqueues the fleet plan again.
-			return local, err
+			return ctrl.Result{}, err
 		}
-		logger.Info("Planned", "hosts", len(plan.Status.Hosts), "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
+	case retirement.OutcomePlanned:
+	default:
+		return ctrl.Result{}, nil
 	}
 	if plan.Spec.Approval == nil {
 		return ctrl.Result{}, nil
@@ -257,24 +230,26 @@ func (r *FleetPlanReconciler) reconcileFleet(ctx context.Context, plan *fleetv1a
 		}
 		r.refusals.Delete(plan.UID)
 	}
-	local, err := r.runLocalHostPlans(ctx, plan)
-	if err != nil {
-		return ctrl.Result{}, err
+	return ctrl.Result{}, r.aggregateApply(ctx, plan)
+}
+
+// planFleet fans a fleet plan out (once), creates its host plans, and aggregates their
+// dry runs once every one is planned.
+func (r *FleetPlanReconciler) planFleet(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (bool, error) {
+	if plan.Status.RegistryFingerprint == "" {
+		if err := r.fanOut(ctx, plan); err != nil {
+			return false, err
+		}
 	}
-	if err := r.aggregateApply(ctx, plan); err != nil {
-		return ctrl.Result{}, err
+	if err := r.ensureHostPlans(ctx, plan); err != nil {
+		return false, err
 	}
-	if plan.Status.Outcome != retirement.OutcomePlanned {
-		return ctrl.Result{}, nil
+	planned, err := r.aggregatePlan(ctx, plan)
+	if err != nil || !planned {
+		return false, err // a host plan's change enqueues the fleet plan again
 	}
-	if local.RequeueAfter > 0 {
-		// A local host plan's apply is held by another applier (or its hold is waited
-		// out before a takeover): that applier, or the takeover, writes its report, and
-		// the fleet plan aggregates it then. Looking again when the host plan asks keeps
-		// a waiting host plan from being stranded when no other event comes.
-		return local, nil
-	}
-	return ctrl.Result{}, nil
+	log.FromContext(ctx).Info("Planned", "hosts", len(plan.Status.Hosts), "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
+	return true, nil
 }
 
 // fanOut reads the namespace's rows and the hosts' Leases once, and records how the fleet
@@ -287,16 +262,7 @@ func (r *FleetPlanReconciler) fanOut(ctx context.Context, plan *fleetv1alpha1.Re
 		return err
 	}
 	rows := apiconv.Rows(reads.items)
-	agentOf := func(h string) (string, bool) {
-		if x, ok := reads.hosts.Agent(h); ok {
-			return x.Agent, true
-		}
-		if r.HostPlans.holds(h) {
-			return r.HostPlans.Agent.Instance(), true
-		}
-		return "", false
-	}
-	f := retirement.PlanFanout(rows, func(h string) bool { _, ok := agentOf(h); return ok })
+	f := retirement.PlanFanout(rows, func(h string) bool { _, ok := reads.hosts.Agent(h); return ok })
 	// The rows no host plan covers are this fleet plan's own verdicts: their pages are
 	// written before the status that records them, like any plan's.
 	own, err := r.writePages(ctx, plan, retirement.Plan{Preserved: f.Uncovered})
@@ -307,10 +273,11 @@ func (r *FleetPlanReconciler) fanOut(ctx context.Context, plan *fleetv1alpha1.Re
 	s.Pages = own
 	s.CanonicalRepository = retirement.CanonicalRepository(s.CanonicalRepository, plan.Spec.CanonicalRepository, r.Repository)
 	s.RegistryFingerprint = retirement.RegistryFingerprint(rows)
+	s.RegistryResourceVersion = reads.resourceVersion
 	s.Hosts = nil
 	for _, h := range f.Hosts {
-		agent, _ := agentOf(h)
-		s.Hosts = append(s.Hosts, fleetv1alpha1.HostPlanStatus{HostID: h, Plan: HostPlanName(plan.Name, h), Agent: agent})
+		agent, _ := reads.hosts.Agent(h)
+		s.Hosts = append(s.Hosts, fleetv1alpha1.HostPlanStatus{HostID: h, Plan: HostPlanName(plan.Name, h), Agent: agent.Agent})
 	}
 	s.HostsWithoutAgent = nil
 	for _, h := range f.WithoutAgent[:min(len(f.WithoutAgent), retirement.MaxFleetHosts)] {
@@ -327,6 +294,10 @@ func (r *FleetPlanReconciler) fanOut(ctx context.Context, plan *fleetv1alpha1.Re
 		Message: fmt.Sprintf("Waiting for the agents of %d host(s) to plan their rows", len(s.Hosts))})
 	if err := r.Status().Update(ctx, plan); err != nil {
 		return fmt.Errorf("recording the fleet plan's hosts: %w", err)
+	}
+	if slices.Contains(f.Hosts, r.Host.HostID) {
+		// This manager's own agent plans its host at this view next (gather.go).
+		r.views.keep(plan.Namespace, reads.resourceVersion, reads.items)
 	}
 	fleetPlanHosts.WithLabelValues(plan.Namespace, "with_agent").Set(float64(len(f.Hosts)))
 	fleetPlanHosts.WithLabelValues(plan.Namespace, "without_agent").Set(float64(len(f.WithoutAgent)))
@@ -386,28 +357,6 @@ func (r *FleetPlanReconciler) ensureHostPlans(ctx context.Context, plan *fleetv1
 		}
 	}
 	return nil
-}
-
-// runLocalHostPlans runs, at once, the host plans of the host this manager is the agent
-// of, so a single-host fleet plan completes in one reconcile. The result asks to look
-// again as soon as the earliest of them asks to (an apply held by another applier, a
-// hold waited out before its takeover), so the fleet plan's reconcile carries the host
-// plans' requeues.
-func (r *FleetPlanReconciler) runLocalHostPlans(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
-	var out ctrl.Result
-	for _, h := range plan.Status.Hosts {
-		if !r.HostPlans.holds(h.HostID) {
-			continue
-		}
-		res, err := r.HostPlans.reconcileHost(ctx, types.NamespacedName{Namespace: plan.Namespace, Name: h.Plan}, h.HostID, true)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if res.RequeueAfter > 0 && (out.RequeueAfter == 0 || res.RequeueAfter < out.RequeueAfter) {
-			out.RequeueAfter = res.RequeueAfter
-		}
-	}
-	return out, nil
 }
 
 // shares reads the host plans of a fleet plan as the aggregate sees them, in the order of

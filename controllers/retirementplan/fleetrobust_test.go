@@ -201,7 +201,7 @@ var _ = Describe("RetirementPlan fan-out with two coordinators at once (multi-ho
 	It("has one writer: only the fleet coordinator's holder writes the fleet plan, its pages and host plans", func() {
 		ns := newNamespace()
 		// A namespace of Leases of their own: the two reconcilers below elect their own
-		// fleet coordinator, and host A is held by each of them by fiat.
+		// fleet coordinator there, and host A's agent holds host A's Lease there.
 		leases := testenv.Uniq("fleet-coord")
 		cs, err := kubernetes.NewForConfig(env.Config)
 		Expect(err).NotTo(HaveOccurred())
@@ -221,6 +221,10 @@ var _ = Describe("RetirementPlan fan-out with two coordinators at once (multi-ho
 			return coord{r: r, agent: agent, writes: n}
 		}
 		one, two := mk(), mk()
+		// Host A's Lease in that namespace, so the fan-out finds host A with an agent.
+		hostA := hostagent.NewHost(cs, leases, host.HostID, hostagent.NewInstanceID(), agentTimings)
+		go func() { _ = hostA.Start(cctx) }()
+		Eventually(hostA.Held).Should(BeTrue())
 		Eventually(func() bool { return one.agent.Held() || two.agent.Held() }).Should(BeTrue())
 		holder, standby := one, two
 		if two.agent.Held() {

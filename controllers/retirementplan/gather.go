@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
@@ -22,6 +26,8 @@ import (
 type world struct {
 	plan  retirement.Plan
 	items []fleetv1alpha1.WorkerRegistration
+	// resourceVersion is the view the registrations were read at.
+	resourceVersion string
 }
 
 // assess reads the registrations and task claims straight from the API server and builds
@@ -29,36 +35,56 @@ type world struct {
 // so conflicts across hosts still count and the registry fingerprint stays the
 // namespace's, and then narrowed to the rows of its host (retirement.ForHost).
 //
-// A dry run made in the reconcile that just fanned its fleet plan out (runLocalHostPlans)
-// plans from the registrations the fan-out read from the API server moments before,
-// instead of listing them again: one authoritative read serves both, so the fleet plan's
-// registry fingerprint and its host plans' verdicts rest on the same snapshot. An apply
-// always reads afresh.
+// A host plan's dry run reads the registrations at the resourceVersion its fleet plan's
+// fan-out read (planView), so the fleet plan's registry fingerprint and every host plan's
+// verdicts rest on one view of the namespace. An apply always reads the newest.
 func (r *HostPlanReconciler) assess(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (world, error) {
-	var err error
-	regs := &fleetv1alpha1.WorkerRegistrationList{}
-	if items, ok := takeFanoutRead(ctx, plan); ok {
-		regs.Items = items
-	} else if regs.Items, err = r.listRegistrations(ctx, plan.Namespace); err != nil {
+	view := ""
+	if plan.Status.Outcome == "" {
+		view = r.planView(ctx, plan)
+	}
+	items, rv, err := r.listRegistrationsAt(ctx, plan.Namespace, view)
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		// The agent came too late for the fan-out's view: plan from the newest, which
+		// the host plan records as its own.
+		log.FromContext(ctx).Info("The fan-out's view of the registrations is compacted; planning from the newest", "resourceVersion", view)
+		items, rv, err = r.listRegistrationsAt(ctx, plan.Namespace, "")
+	}
+	if err != nil {
 		return world{}, err
 	}
 	claims := &fleetv1alpha1.TaskClaimList{}
 	if err := r.APIReader.List(ctx, claims, client.InNamespace(plan.Namespace)); err != nil {
 		return world{}, fmt.Errorf("listing task claims (the workflow owners): %w", err)
 	}
-	rows := apiconv.Rows(regs.Items)
+	rows := apiconv.Rows(items)
 	p := retirement.BuildPlan(retirement.Input{
 		Rows:                 rows,
 		CanonicalRepository:  retirement.CanonicalRepository(plan.Status.CanonicalRepository, plan.Spec.CanonicalRepository, r.Repository),
 		Now:                  r.Clock.Now(),
 		Host:                 r.Host,
-		Probes:               r.probeAll(ctx, regs.Items, plan.Spec.HostID),
+		Probes:               r.probeAll(ctx, items, plan.Spec.HostID),
 		ActiveWorkflowOwners: claim.WorkflowOwners(apiconv.Holdings(claims.Items)),
 	})
 	if plan.Spec.HostID != "" {
 		p = retirement.ForHost(p, rows, plan.Spec.HostID)
 	}
-	return world{plan: p, items: regs.Items}, nil
+	return world{plan: p, items: items, resourceVersion: rv}, nil
+}
+
+// planView is the resourceVersion of the registrations its fleet plan's fan-out read,
+// which a host plan plans at ("" when its fleet plan cannot be read or recorded none:
+// then the newest).
+func (r *HostPlanReconciler) planView(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) string {
+	ref := metav1.GetControllerOf(plan)
+	if ref == nil || ref.Kind != kindRetirementPlan {
+		return ""
+	}
+	parent := &fleetv1alpha1.RetirementPlan{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: plan.Namespace, Name: ref.Name}, parent); err != nil || parent.UID != ref.UID {
+		return ""
+	}
+	return parent.Status.RegistryResourceVersion
 }
 
 // probeAll probes every Active row (of hostID only, when set); without a prober every
@@ -105,36 +131,97 @@ func (r *Deps) snapshot(ctx context.Context, namespace string) *fleetv1alpha1.Po
 	return r.snapshotOf(namespace, items)
 }
 
-// listChunk is how many registrations one List request of listRegistrations asks for.
+// listChunk is how many registrations one List request of listRegistrationsAt asks for.
 const listChunk = 2000
 
-// listRegistrations reads every registration of namespace straight from the API server,
-// in chunks of listChunk: the continue token keeps every chunk on the resourceVersion of
-// the first, so the result is the same consistent snapshot one List would give, without
-// the manager ever holding the whole namespace's response body at once. The rows'
-// managedFields are dropped as they arrive, as the manager's cache drops them.
+// listRegistrations reads every registration of namespace as the API server holds it now.
 func (r *Deps) listRegistrations(ctx context.Context, namespace string) ([]fleetv1alpha1.WorkerRegistration, error) {
+	items, _, err := r.listRegistrationsAt(ctx, namespace, "")
+	return items, err
+}
+
+// listRegistrationsAt reads every registration of namespace straight from the API server
+// at resourceVersion (the newest when empty, an exact match otherwise), and says which
+// resourceVersion the view is. It reads in chunks of listChunk: the continue token keeps
+// every chunk on the resourceVersion of the first, so the result is the same consistent
+// view one List would give, without the manager ever holding the whole namespace's
+// response body at once. The rows' managedFields are dropped as they arrive, as the
+// manager's cache drops them. A view this process read at a fan-out moments before is
+// answered from memory (views): a view at a resourceVersion never changes.
+func (r *Deps) listRegistrationsAt(ctx context.Context, namespace, resourceVersion string) ([]fleetv1alpha1.WorkerRegistration, string, error) {
+	if items, ok := r.views.take(namespace, resourceVersion); ok {
+		return items, resourceVersion, nil
+	}
 	if r.Registrations != nil {
-		return r.Registrations.List(ctx, namespace)
+		return r.Registrations.ListAt(ctx, namespace, resourceVersion)
 	}
 	var items []fleetv1alpha1.WorkerRegistration
 	chunk := &fleetv1alpha1.WorkerRegistrationList{}
+	opts := []client.ListOption{client.InNamespace(namespace), client.Limit(listChunk)}
+	if resourceVersion != "" {
+		opts = append(opts, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: resourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact}})
+	}
 	for {
-		if err := r.APIReader.List(ctx, chunk, client.InNamespace(namespace), client.Limit(listChunk), client.Continue(chunk.Continue)); err != nil {
-			return nil, fmt.Errorf("listing worker registrations: %w", err)
+		if err := r.APIReader.List(ctx, chunk, opts...); err != nil {
+			return nil, "", fmt.Errorf("listing worker registrations: %w", err)
 		}
 		for i := range chunk.Items {
 			chunk.Items[i].ManagedFields = nil // read by nothing here, and a large part of each row
 		}
 		if items == nil && chunk.Continue == "" {
-			return chunk.Items, nil // one chunk held them all
+			return chunk.Items, chunk.ResourceVersion, nil // one chunk held them all
 		}
 		items = append(items, chunk.Items...)
 		if chunk.Continue == "" {
-			return items, nil
+			return items, chunk.ResourceVersion, nil
 		}
+		// The token carries the view's resourceVersion.
+		opts = []client.ListOption{client.InNamespace(namespace), client.Limit(listChunk), client.Continue(chunk.Continue)}
 		chunk.Items = nil
 	}
+}
+
+// viewMemo holds the newest view of a namespace's registrations a fan-out of this process
+// read, for the dry run of this manager's own host plan, which plans at that view's
+// resourceVersion: taken once, and dropped after viewMemoTTL if nobody takes it.
+type viewMemo struct {
+	mu            sync.Mutex
+	namespace, rv string
+	items         []fleetv1alpha1.WorkerRegistration
+	generation    uint64
+}
+
+// viewMemoTTL is how long a remembered view waits for its host plan's dry run.
+const viewMemoTTL = time.Minute
+
+func (m *viewMemo) keep(namespace, rv string, items []fleetv1alpha1.WorkerRegistration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.namespace, m.rv, m.items = namespace, rv, items
+	m.generation++
+	gen := m.generation
+	time.AfterFunc(viewMemoTTL, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.generation == gen {
+			m.namespace, m.rv, m.items = "", "", nil
+		}
+	})
+}
+
+func (m *viewMemo) take(namespace, rv string) ([]fleetv1alpha1.WorkerRegistration, bool) {
+	if rv == "" {
+		return nil, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.items == nil || m.namespace != namespace || m.rv != rv {
+		return nil, false
+	}
+	items := m.items
+	m.namespace, m.rv, m.items = "", "", nil
+	m.generation++
+	return items, true
 }
 
 // snapshotOf summarises registrations already read, and publishes the figures as the
@@ -146,14 +233,16 @@ func (r *Deps) snapshotOf(namespace string, items []fleetv1alpha1.WorkerRegistra
 }
 
 // fanoutReads is what a fleet plan reads when it splits the namespace by host: every
-// registration, straight from the API server, and which hosts have an agent now.
+// registration, straight from the API server, the resourceVersion of that view, and
+// which hosts have an agent now.
 type fanoutReads struct {
-	items []fleetv1alpha1.WorkerRegistration
-	hosts hostagent.Hosts
+	items           []fleetv1alpha1.WorkerRegistration
+	resourceVersion string
+	hosts           hostagent.Hosts
 }
 
 func (r *FleetPlanReconciler) readFanout(ctx context.Context, namespace string) (fanoutReads, error) {
-	items, err := r.listRegistrations(ctx, namespace)
+	items, rv, err := r.listRegistrationsAt(ctx, namespace, "")
 	if err != nil {
 		return fanoutReads{}, err
 	}
@@ -161,50 +250,7 @@ func (r *FleetPlanReconciler) readFanout(ctx context.Context, namespace string) 
 	if err != nil {
 		return fanoutReads{}, err
 	}
-	shareFanoutRead(ctx, namespace, items)
-	return fanoutReads{items: items, hosts: hosts}, nil
-}
-
-// fanoutReadKey keys, in a reconcile's context, the registrations its fan-out read.
-type fanoutReadKey struct{}
-
-// fanoutRead holds them until the first dry run of a host plan of that namespace in the
-// same reconcile takes them.
-type fanoutRead struct {
-	mu        sync.Mutex
-	namespace string
-	items     []fleetv1alpha1.WorkerRegistration
-	ok        bool
-}
-
-// withFanoutRead gives a reconcile a place for its fan-out's read.
-func withFanoutRead(ctx context.Context) context.Context {
-	return context.WithValue(ctx, fanoutReadKey{}, &fanoutRead{})
-}
-
-func shareFanoutRead(ctx context.Context, namespace string, items []fleetv1alpha1.WorkerRegistration) {
-	if h, ok := ctx.Value(fanoutReadKey{}).(*fanoutRead); ok {
-		h.mu.Lock()
-		h.namespace, h.items, h.ok = namespace, items, true
-		h.mu.Unlock()
-	}
-}
-
-// takeFanoutRead hands the fan-out's read to the dry run of a host plan not planned yet,
-// once; an apply, or any later read, lists afresh.
-func takeFanoutRead(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) ([]fleetv1alpha1.WorkerRegistration, bool) {
-	h, ok := ctx.Value(fanoutReadKey{}).(*fanoutRead)
-	if !ok || plan.Spec.HostID == "" || plan.Status.Outcome != "" {
-		return nil, false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.ok || h.namespace != plan.Namespace {
-		return nil, false
-	}
-	items := h.items
-	h.items, h.ok = nil, false
-	return items, true
+	return fanoutReads{items: items, resourceVersion: rv, hosts: hosts}, nil
 }
 
 // hostPlans lists a fleet plan's host plans straight from the API server, by host id.

@@ -66,15 +66,12 @@ func leaseOf(hosts hostagent.Hosts, hostID string) (retirement.HostLease, time.T
 // model: apply.pml steps L1 (read the plan) and L2 (close it, guarded by its
 // resourceVersion, only while no apply has started)
 func (r *HostPlanReconciler) reconcileLost(ctx context.Context, key types.NamespacedName) (ctrl.Result, error) {
-	defer r.lockPlan(key)()
 	plan := &fleetv1alpha1.RetirementPlan{}
 	if err := r.APIReader.Get(ctx, key, plan); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	approval, parent, _ := r.hostApproval(ctx, plan)
-	inProgress := applyInProgress(plan)
-	waiting := plan.Status.Outcome == "" || inProgress || (plan.Status.Outcome == retirement.OutcomePlanned && approval != nil)
-	if !waiting {
+	if !retirement.WaitsForAgent(plan.Status.Outcome, applyInProgress(plan), approval != nil) {
 		return ctrl.Result{}, nil
 	}
 	now := r.Clock.Now()
@@ -82,32 +79,29 @@ func (r *HostPlanReconciler) reconcileLost(ctx context.Context, key types.Namesp
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	hostID := plan.Spec.HostID
-	grace := r.hostAgentGrace()
+	hostID, grace := plan.Spec.HostID, r.hostAgentGrace()
 	lease, expires := leaseOf(hosts, hostID)
-	if lost, at := retirement.HostAgentLost(lease, now, grace); !lost {
-		// The holder may stop renewing: look again when it could count as lost.
-		next := at
-		if !expires.IsZero() && (next.IsZero() || expires.Add(grace).Before(next)) {
-			next = expires.Add(grace)
-		}
-		if next.IsZero() {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{RequeueAfter: max(next.Sub(now), time.Second)}, nil
-	}
+	verdict := retirement.JudgeLostHost(retirement.LostHostInput{Outcome: plan.Status.Outcome, ApplyInProgress: applyInProgress(plan),
+		Approved: approval != nil, Lease: lease, LeaseExpires: expires, Now: now, Grace: grace})
 	detail := retirement.LostHostDetail(hostID, lease, grace)
 	logger := log.FromContext(ctx).WithValues("hostPlan", plan.Name, "host", hostID)
-	if inProgress {
+	switch verdict.Action {
+	case retirement.LostHostLeave:
+		return ctrl.Result{}, nil
+	case retirement.LostHostWait:
+		if verdict.RecheckAt.IsZero() {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{RequeueAfter: max(verdict.RecheckAt.Sub(now), time.Second)}, nil
+	case retirement.LostHostSettleApply:
 		// Crash-safe as ever: wait out the hold, then complete the report from the rows.
 		return r.settleApply(ctx, plan)
-	}
-	if plan.Status.Outcome == "" {
+	case retirement.LostHostClosePlan:
 		logger.Info("The host's agent is gone before planning; its rows are preserved", "detail", detail)
 		if err := r.planLostHost(ctx, plan, detail); err != nil {
 			return ctrl.Result{}, err
 		}
-	} else {
+	case retirement.LostHostCloseApply:
 		logger.Info("The host's agent is gone before its apply; nothing is retired on that host", "detail", detail)
 		res, err := r.writeApplyStatus(ctx, plan, retirement.LostHostApply(approval.WorkerIdentities, detail), r.snapshot(ctx, plan.Namespace), nil, detail)
 		if err != nil || res.RequeueAfter > 0 || !meta.IsStatusConditionTrue(plan.Status.Conditions, conditionHostAgentLost) {

@@ -72,8 +72,6 @@ type HostPlanReconciler struct {
 	// process had died there: a test seam for crashes between two row writes.
 	AfterWrite func(ctx context.Context, worker string) error
 
-	// planLocks serialises the work on one host plan in this process (lockPlan).
-	planLocks sync.Map
 	// pendingPages holds, per host plan, the verdicts of a plan this agent recorded as
 	// planned and whose pages it has yet to write (pages.go).
 	pendingPages sync.Map
@@ -92,7 +90,7 @@ func (r *HostPlanReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	case plan.Spec.HostID == "":
 		return ctrl.Result{}, nil
 	case r.holds(plan.Spec.HostID):
-		return r.reconcileHost(ctx, req.NamespacedName, plan.Spec.HostID, false)
+		return r.reconcileHost(ctx, req.NamespacedName)
 	case r.standsIn():
 		return r.reconcileLost(ctx, req.NamespacedName)
 	}
@@ -163,35 +161,16 @@ func (r *HostPlanReconciler) holds(hostID string) bool {
 	return r.Agent != nil && hostID != "" && r.Agent.ID() == hostID && r.Agent.Held()
 }
 
-// lockPlan serialises the work on one host plan within this process: the host plan's own
-// reconcile and its fleet plan's reconcile (which runs local host plans at once) may
-// otherwise overlap.
-func (r *HostPlanReconciler) lockPlan(key types.NamespacedName) func() {
-	m, _ := r.planLocks.LoadOrStore(key, &sync.Mutex{})
-	mu := m.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
-}
-
-// reconcileHost plans and, once its fleet plan is approved, applies a host plan. Only the
-// agent holding the host's Lease does anything; a standby agent, or one of another host,
-// writes nothing.
-//
-// A plan's pages are written after the status that records it planned. When the fleet
-// plan's reconcile runs a host plan of this host (inline), the pages of a plan it just
-// recorded wait for the host plan's own reconcile, which that status write enqueues, so
-// the fleet plan aggregates first. Pages pending from earlier are written before
-// anything else is done to the plan.
-func (r *HostPlanReconciler) reconcileHost(ctx context.Context, key types.NamespacedName, hostID string, inline bool) (ctrl.Result, error) {
-	if !r.holds(hostID) {
-		return ctrl.Result{}, nil
-	}
-	defer r.lockPlan(key)()
+// reconcileHost plans and, once its fleet plan is approved, applies a host plan of the
+// host this manager's agent holds. A plan's pages are written right after the status
+// that records it planned; pages pending from earlier are written before anything else
+// is done to the plan.
+func (r *HostPlanReconciler) reconcileHost(ctx context.Context, key types.NamespacedName) (ctrl.Result, error) {
 	plan := &fleetv1alpha1.RetirementPlan{}
 	if err := r.APIReader.Get(ctx, key, plan); err != nil { // the newest state, not the cache's
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	logger := log.FromContext(ctx).WithValues("RetirementPlan", klogRef(plan), "host", hostID)
+	logger := log.FromContext(ctx).WithValues("RetirementPlan", klogRef(plan), "host", plan.Spec.HostID)
 	if pagesPending(plan) {
 		if err := r.writePending(ctx, plan); err != nil {
 			return ctrl.Result{}, err
@@ -210,9 +189,6 @@ func (r *HostPlanReconciler) reconcileHost(ctx context.Context, key types.Namesp
 			return ctrl.Result{}, err
 		}
 		logger.Info("Planned host plan", "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
-		if inline {
-			return ctrl.Result{}, nil
-		}
 		if err := r.writePending(ctx, plan); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -250,6 +226,7 @@ func (r *HostPlanReconciler) plan(ctx context.Context, plan *fleetv1alpha1.Retir
 	snapshot := r.snapshotOf(plan.Namespace, fresh.items)
 	fresh.items = nil
 	setPlanStatus(plan, fresh.plan, r.Clock.Now())
+	plan.Status.RegistryResourceVersion = fresh.resourceVersion
 	if plan.Spec.HostID != "" {
 		markHostPlan(plan)
 	}

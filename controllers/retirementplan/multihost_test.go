@@ -469,3 +469,44 @@ func hostWrites(c client.Client, n *atomic.Int64, host string) writeCounter {
 		return false
 	}}
 }
+
+var _ = Describe("RetirementPlan fan-out view", func() {
+	It("plans a host plan at the registrations its fleet plan's fan-out read, on another agent, while rows change", func() {
+		ns := newNamespace()
+		dead := eligible(ns, "dead-1")
+		p := newPlanObj(ns, "direct-view")
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+
+		By("the fleet coordinator fans out")
+		coordinator := newPlanReconciler(k8sClient, k8sClient, prober)
+		_, err := coordinator.fleet.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		Expect(err).NotTo(HaveOccurred())
+		p = getPlan(p)
+		Expect(p.Status.RegistryResourceVersion).NotTo(BeEmpty())
+		hp := hostPlanOf(p)
+		Expect(hp.Status.Outcome).To(BeEmpty())
+
+		By("another row dies after the fan-out")
+		late := eligible(ns, "dead-late")
+
+		By("host A's agent, another process that never saw the fan-out's read, plans the host plan")
+		agentA := newPlanReconciler(k8sClient, k8sClient, prober)
+		_, err = agentA.HostPlanReconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hp)})
+		Expect(err).NotTo(HaveOccurred())
+		hp = getPlan(hp)
+		Expect(hp.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
+		Expect(hp.Status.RegistryResourceVersion).To(Equal(p.Status.RegistryResourceVersion))
+		Expect(hp.Status.RegistryFingerprint).To(Equal(p.Status.RegistryFingerprint), "one view of the namespace")
+		Expect(hp.Status.CandidateWorkerIdentities).To(Equal([]string{dead.Name}), "%s came after the fan-out", late.Name)
+		Expect(hp.Status.AssessedCount).To(BeEquivalentTo(1))
+
+		By("the fleet plan aggregates it, and an apply still reads the newest")
+		p = reconcilePlan(coordinator, p)
+		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
+		Expect(p.Status.CandidateWorkerIdentities).To(Equal([]string{dead.Name}))
+		Expect(approve(gitops(), p)).To(Succeed())
+		p = reconcilePlan(coordinator, p)
+		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomeRegistryRevisionMoved), "the rows that came after the plan move the registry")
+		expectActive(dead, late)
+	})
+})

@@ -89,9 +89,10 @@ func hostPlanOf(p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementPlan {
 	return hp
 }
 
-// writePlanPages runs what a manager runs after a fleet plan's first reconcile: the own
-// reconcile of each of its host plans, which writes the pages the fleet plan's reconcile
-// left to it, then the fleet plan's again, which records them. It returns p re-read.
+// writePlanPages runs each of a fleet plan's host plans once more and then the fleet
+// plan, as a manager would on a later event: a host plan's pages are written in the
+// reconcile that plans it, so this changes nothing unless something failed before. It
+// returns p re-read.
 func writePlanPages(r *planReconcilers, p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementPlan {
 	GinkgoHelper()
 	for _, h := range p.Status.Hosts {
@@ -140,7 +141,42 @@ var _ = Describe("RetirementPlan pages", func() {
 		foreignRows(ns, far)
 		p := newPlanObj(ns, "direct-pages")
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
-		r := newPlanReconciler(k8sClient, k8sClient, prober)
+		// The host plan's reconcile plans and then writes its pages; the fleet plan's
+		// reconcile, which that plan write enqueues, runs meanwhile on a manager. Here it
+		// runs when the host plan's first page is written.
+		var r *planReconcilers
+		var during struct {
+			hostPages, fleetPages []string
+			hostOutcome, fleet    string
+			candidates            []string
+			early                 int
+		}
+		var once sync.Once
+		paging := interceptor.NewClient(k8sClient.(client.WithWatch), interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if pg, ok := obj.(*fleetv1alpha1.RetirementPlanPage); ok && pg.Plan != p.Name {
+					once.Do(func() {
+						defer GinkgoRecover()
+						_, err := r.fleet.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+						Expect(err).NotTo(HaveOccurred())
+						fp, hp := &fleetv1alpha1.RetirementPlan{}, &fleetv1alpha1.RetirementPlan{}
+						Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), fp)).To(Succeed())
+						Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: pg.Plan}, hp)).To(Succeed())
+						during.hostPages, during.fleetPages = pagesReady(hp), pagesReady(fp)
+						during.hostOutcome, during.fleet = hp.Status.Outcome, fp.Status.Outcome
+						during.candidates = fp.Status.CandidateWorkerIdentities
+						var early fleetv1alpha1.RetirementPlanPageList
+						Expect(k8sClient.List(ctx, &early, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.PlanLabel: hp.Name})).To(Succeed())
+						during.early = len(early.Items)
+						Expect(hp.Status.Pages).To(BeNil())
+						Expect(fp.Status.Pages).To(BeNil(), "status.pages appears once every page is written")
+						Expect(meta.FindStatusCondition(fp.Status.Conditions, fleetv1alpha1.PagesReadyCondition).Message).To(ContainSubstring(host.HostID))
+					})
+				}
+				return c.Create(ctx, obj, opts...)
+			},
+		})
+		r = newPlanReconciler(paging, k8sClient, prober)
 		r.PageRows = 20 // pages of 20 rows: the 45 rows of the host without an agent fill three
 		p = reconcilePlan(r, p)
 		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
@@ -148,19 +184,14 @@ var _ = Describe("RetirementPlan pages", func() {
 		Expect(hp.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned))
 
 		By("recording the plan as planned before its host plan's pages are written")
-		Expect(pagesReady(hp)).To(Equal([]string{"False", fleetv1alpha1.ReasonWritingPages}))
-		Expect(hp.Status.Pages).To(BeNil())
-		Expect(pagesReady(p)).To(Equal([]string{"False", fleetv1alpha1.ReasonWritingPages}))
-		Expect(meta.FindStatusCondition(p.Status.Conditions, fleetv1alpha1.PagesReadyCondition).Message).To(ContainSubstring(host.HostID))
-		Expect(p.Status.Pages).To(BeNil(), "status.pages appears once every page is written")
-		Expect(p.Status.CandidateWorkerIdentities).To(Equal([]string{dead.Name}), "what an approval copies is there already")
-		var early fleetv1alpha1.RetirementPlanPageList
-		Expect(k8sClient.List(ctx, &early, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.PlanLabel: hp.Name})).To(Succeed())
-		Expect(early.Items).To(BeEmpty())
+		Expect(during.hostOutcome).To(Equal(fleetv1alpha1.OutcomePlanned))
+		Expect(during.hostPages).To(Equal([]string{"False", fleetv1alpha1.ReasonWritingPages}))
+		Expect(during.fleet).To(Equal(fleetv1alpha1.OutcomePlanned))
+		Expect(during.fleetPages).To(Equal([]string{"False", fleetv1alpha1.ReasonWritingPages}))
+		Expect(during.candidates).To(Equal([]string{dead.Name}), "what an approval copies is there already")
+		Expect(during.early).To(BeZero())
 
 		By("writing them in the host plan's own reconcile, and recording them on both plans")
-		p = writePlanPages(r, p)
-		hp = hostPlanOf(p)
 		Expect(pagesReady(hp)).To(Equal([]string{"True", fleetv1alpha1.ReasonPagesWritten}))
 		Expect(pagesReady(p)).To(Equal([]string{"True", fleetv1alpha1.ReasonPagesWritten}))
 
@@ -286,10 +317,11 @@ var _ = Describe("RetirementPlan pages", func() {
 		})
 		first := newPlanReconciler(dying, k8sClient, prober)
 		first.PageRows = 1
-		p = reconcilePlan(first, p)
+		_, err := first.fleet.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)}) // the fan-out alone
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
 		hp := hostPlanOf(p)
-		Expect(pagesReady(hp)).To(Equal([]string{"False", fleetv1alpha1.ReasonWritingPages}))
-		_, err := first.Reconcile(stopped, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hp)})
+		_, err = first.Reconcile(stopped, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hp)})
 		Expect(err).To(HaveOccurred(), "the agent stopped while it wrote the pages")
 		var part fleetv1alpha1.RetirementPlanPageList
 		Expect(k8sClient.List(ctx, &part, client.InNamespace(ns), client.MatchingLabels{fleetv1alpha1.FleetPlanLabel: p.Name})).To(Succeed())
@@ -338,6 +370,7 @@ var _ = Describe("RetirementPlan pages", func() {
 				if _, ok := obj.(*fleetv1alpha1.RetirementPlanPage); ok {
 					// The new agent reports the pages while the first writes its first one.
 					takeover.Do(func() {
+						defer GinkgoRecover()
 						_, err := restarted.Reconcile(ctx, ctrl.Request{NamespacedName: hostPlan})
 						Expect(err).NotTo(HaveOccurred())
 					})
@@ -347,12 +380,12 @@ var _ = Describe("RetirementPlan pages", func() {
 		})
 		first := newPlanReconciler(late, k8sClient, prober)
 		first.PageRows = 1
-		p = reconcilePlan(first, p)
-		hp := hostPlanOf(p)
+		_, err := first.fleet.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)}) // the fan-out alone
+		Expect(err).NotTo(HaveOccurred())
+		hp := hostPlanOf(getPlan(p))
 		hostPlan = client.ObjectKeyFromObject(hp)
-		Expect(pagesReady(hp)).To(Equal([]string{"False", fleetv1alpha1.ReasonWritingPages}))
 
-		_, err := first.Reconcile(ctx, ctrl.Request{NamespacedName: hostPlan})
+		_, err = first.Reconcile(ctx, ctrl.Request{NamespacedName: hostPlan}) // plans, then writes the pages
 		Expect(err).NotTo(HaveOccurred())
 		Expect(k8sClient.Get(ctx, hostPlan, hp)).To(Succeed())
 		Expect(pagesReady(hp)).To(Equal([]string{"False", fleetv1alpha1.ReasonPagesNotWritten}), "the taking-over agent's report stands")

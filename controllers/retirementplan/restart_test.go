@@ -389,11 +389,13 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		p = writePlanPages(planner, reconcilePlan(planner, p))
 		hp := hostPlanOf(p)
 		Expect(approve(gitops(), p)).To(Succeed())
+		_, err := planner.fleet.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)}) // judges the approval
+		Expect(err).NotTo(HaveOccurred())
+		Expect(approvedReason(getPlan(p))).To(Equal([]string{"True", fleetv1alpha1.ReasonApprovalMatches}))
 
-		// Both appliers stop right before recording the intent (their approver re-check
-		// before it) until both are there, so both decided to apply from the same plan.
-		// The first also judges the fleet plan's approval before (its first check); the
-		// second, started once that is recorded, does not (its first check is the one).
+		// Both appliers, each the host plan's reconcile on an agent of its own, stop right
+		// before recording the intent (their approver re-check before it) until both are
+		// there, so both decided to apply from the same plan.
 		release := make(chan struct{})
 		type applier struct {
 			r        *planReconcilers
@@ -421,12 +423,12 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 			ap.r.AfterWrite = func(_ context.Context, worker string) error { ap.log.write(worker); return nil }
 			return ap
 		}
-		one, two := newApplier("agent-one", 2), newApplier("agent-two", 1)
+		one, two := newApplier("agent-one", 1), newApplier("agent-two", 1)
 		run := func(ap *applier) {
 			go func() {
 				defer GinkgoRecover()
 				defer close(ap.finished)
-				ap.res, ap.err = ap.r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+				ap.res, ap.err = ap.r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hp)})
 			}()
 		}
 		refusedBefore := counterValue("fleet_retirement_apply_refused_appliers_total", map[string]string{"stage": "intent"})
@@ -468,6 +470,10 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		expectReadiness(hp, "True", "", fleetv1alpha1.ReasonApplySucceeded)
 
 		By("the fleet plan aggregates the one report")
+		for _, ap := range []*applier{winner, loser} { // both managers' fleet-plan reconciles
+			_, err := ap.r.fleet.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+			Expect(err).NotTo(HaveOccurred())
+		}
 		p = getPlan(p)
 		Expect(p.Status.Outcome).To(Equal(fleetv1alpha1.OutcomeApplied))
 		Expect(p.Status.Retired).To(Equal(names(rows)))

@@ -207,7 +207,7 @@ func newPlanReconciler(c client.Client, reader client.Reader, p liveness.Prober)
 	}
 	return &planReconcilers{
 		HostPlanReconciler: hosts,
-		fleet:              &retirementplan.FleetPlanReconciler{Deps: deps, HostPlans: hosts, AgentNamespace: agentNamespace},
+		fleet:              &retirementplan.FleetPlanReconciler{Deps: deps, AgentNamespace: agentNamespace},
 	}
 }
 
@@ -219,8 +219,10 @@ type planReconcilers struct {
 	fleet *retirementplan.FleetPlanReconciler
 }
 
-// Reconcile hands a host plan to the host-plan reconciler and a fleet plan to the
-// fleet-plan reconciler; a plan that is gone to both.
+// Reconcile hands a host plan to the host-plan reconciler. A fleet plan it drives as a
+// manager's two work queues would: the fleet plan, then each of its host plans, and the
+// fleet plan again while a host plan's write would have enqueued it. The result asks to
+// look again as soon as the earliest of them does. A plan that is gone goes to both.
 func (p *planReconcilers) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	plan := &fleetv1alpha1.RetirementPlan{}
 	err := p.APIReader.Get(ctx, req.NamespacedName, plan)
@@ -235,7 +237,47 @@ func (p *planReconcilers) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	case plan.Spec.HostID != "":
 		return p.HostPlanReconciler.Reconcile(ctx, req)
 	}
-	return p.fleet.Reconcile(ctx, req)
+	var out ctrl.Result
+	for range 10 {
+		res, err := p.fleet.Reconcile(ctx, req)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		out = sooner(out, res)
+		children := &fleetv1alpha1.RetirementPlanList{}
+		if err := p.APIReader.List(ctx, children, client.InNamespace(plan.Namespace)); err != nil {
+			return ctrl.Result{}, err
+		}
+		changed := false
+		for i := range children.Items {
+			c := &children.Items[i]
+			if !metav1.IsControlledBy(c, plan) {
+				continue
+			}
+			res, err := p.HostPlanReconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			out = sooner(out, res)
+			after := &fleetv1alpha1.RetirementPlan{}
+			if err := p.APIReader.Get(ctx, client.ObjectKeyFromObject(c), after); err != nil || after.ResourceVersion != c.ResourceVersion {
+				changed = true
+			}
+		}
+		if !changed {
+			return out, nil
+		}
+		out = ctrl.Result{} // the next round's results say what is still waiting
+	}
+	return out, nil
+}
+
+// sooner is the result that looks again first.
+func sooner(a, b ctrl.Result) ctrl.Result {
+	if a.RequeueAfter == 0 || (b.RequeueAfter > 0 && b.RequeueAfter < a.RequeueAfter) {
+		return b
+	}
+	return a
 }
 
 // SetupWithManagerNamed registers both reconcilers, as name-host and name-fleet.

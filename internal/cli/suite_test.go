@@ -182,7 +182,7 @@ var _ = BeforeSuite(func() {
 	hostPlans := &retirementplan.HostPlanReconciler{Deps: deps, Prober: prober, Reprober: prober, Agent: elections.Host,
 		Coordinator: elections.Coordinator, AgentNamespace: agentNamespace}
 	Expect(hostPlans.SetupWithManager(mgr)).To(Succeed())
-	Expect((&retirementplan.FleetPlanReconciler{Deps: deps, HostPlans: hostPlans, Coordinator: elections.Coordinator,
+	Expect((&retirementplan.FleetPlanReconciler{Deps: deps, Coordinator: elections.Coordinator,
 		AgentNamespace: agentNamespace}).SetupWithManager(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()

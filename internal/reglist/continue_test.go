@@ -2,7 +2,7 @@ package reglist
 
 import "testing"
 
-func TestContinueToken(t *testing.T) {
+func TestListMetaContinue(t *testing.T) {
 	cases := []struct {
 		name, raw, want string
 		fails           bool
@@ -20,7 +20,8 @@ func TestContinueToken(t *testing.T) {
 		{"not JSON", `{"items":[`, "", true},
 	}
 	for _, c := range cases {
-		got, err := continueToken([]byte(c.raw))
+		meta, err := listMeta([]byte(c.raw))
+		got := meta.Continue
 		if (err != nil) != c.fails || got != c.want {
 			t.Errorf("%s: token %q, error %v; want %q (error %v)", c.name, got, err, c.want, c.fails)
 		}

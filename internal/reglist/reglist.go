@@ -65,11 +65,21 @@ func New(cfg *rest.Config, httpClient *http.Client, scheme *runtime.Scheme) (*Li
 	return &Lister{rest: rc}, nil
 }
 
-// List returns every registration of namespace, without managedFields (read by nothing
-// that plans or applies, and a large part of each row). Every chunk is read at the
-// resourceVersion of the first, as the continue token carries it, so the rows are one
-// consistent view; an expired token (410 Gone) fails the whole list.
+// List returns every registration of namespace as the API server holds it now, without
+// managedFields; see ListAt.
 func (l *Lister) List(ctx context.Context, namespace string) ([]fleetv1alpha1.WorkerRegistration, error) {
+	items, _, err := l.ListAt(ctx, namespace, "")
+	return items, err
+}
+
+// ListAt returns every registration of namespace at resourceVersion (the newest when
+// empty), and the resourceVersion of the view read, without managedFields (read by
+// nothing that plans or applies, and a large part of each row). A resourceVersion is
+// matched exactly: the API server answers 410 Gone (apierrors.IsResourceExpired) once
+// it has compacted that revision. Every chunk is read at the resourceVersion of the
+// first, as the continue token carries it, so the rows are one consistent view; an
+// expired token (410 Gone) fails the whole list.
+func (l *Lister) ListAt(ctx context.Context, namespace, resourceVersion string) ([]fleetv1alpha1.WorkerRegistration, string, error) {
 	chunk := l.Chunk
 	if chunk <= 0 {
 		chunk = DefaultChunk
@@ -77,35 +87,41 @@ func (l *Lister) List(ctx context.Context, namespace string) ([]fleetv1alpha1.Wo
 	type fetched struct {
 		raw  []byte
 		next string // the continue token the next request was made with
+		rv   string // the view's resourceVersion
 	}
 	raws := make(chan fetched, 1)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		defer close(raws)
-		token := ""
+		opts := metav1.ListOptions{Limit: chunk}
+		if resourceVersion != "" {
+			opts.ResourceVersion, opts.ResourceVersionMatch = resourceVersion, metav1.ResourceVersionMatchExact
+		}
 		for {
 			raw, err := l.rest.Get().Namespace(namespace).Resource("workerregistrations").
-				VersionedParams(&metav1.ListOptions{Limit: chunk, Continue: token}, metav1.ParameterCodec).
+				VersionedParams(&opts, metav1.ParameterCodec).
 				Do(gctx).Raw()
 			if err != nil {
 				return fmt.Errorf("listing worker registrations: %w", err)
 			}
-			next, err := continueToken(raw)
+			meta, err := listMeta(raw)
 			if err != nil {
 				return fmt.Errorf("listing worker registrations: reading the list's metadata: %w", err)
 			}
 			select {
-			case raws <- fetched{raw: raw, next: next}:
+			case raws <- fetched{raw: raw, next: meta.Continue, rv: meta.ResourceVersion}:
 			case <-gctx.Done():
 				return gctx.Err()
 			}
-			if next == "" {
+			if meta.Continue == "" {
 				return nil
 			}
-			token = next
+			// The token carries the view's resourceVersion.
+			opts = metav1.ListOptions{Limit: chunk, Continue: meta.Continue}
 		}
 	})
 	var items []fleetv1alpha1.WorkerRegistration
+	view := ""
 	g.Go(func() error {
 		for f := range raws {
 			list := &fleetv1alpha1.WorkerRegistrationList{}
@@ -115,6 +131,13 @@ func (l *Lister) List(ctx context.Context, namespace string) ([]fleetv1alpha1.Wo
 			if list.Kind != "WorkerRegistrationList" || list.Continue != f.next {
 				return fmt.Errorf("listing worker registrations: a chunk of kind %q with continue token %q was read as one with %q",
 					list.Kind, list.Continue, f.next)
+			}
+			if view == "" {
+				view = list.ResourceVersion
+			}
+			if list.ResourceVersion != f.rv || list.ResourceVersion != view {
+				return fmt.Errorf("listing worker registrations: a chunk at resourceVersion %q was read as one at %q of a view at %q",
+					list.ResourceVersion, f.rv, view)
 			}
 			for i := range list.Items {
 				list.Items[i].ManagedFields = nil
@@ -128,28 +151,28 @@ func (l *Lister) List(ctx context.Context, namespace string) ([]fleetv1alpha1.Wo
 		return nil
 	})
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return items, nil
+	return items, view, nil
 }
 
 // metadataKey is how a JSON object member named metadata begins.
 var metadataKey = []byte(`"metadata":`)
 
-// continueToken reads a list's continue token without decoding the list. The API server
-// writes a list's members in the order of their names, so its metadata comes last, after
-// the items: the token is found by decoding the last "metadata" member, provided that
-// only the list's closing brace follows it (so it is the list's own, not an item's).
-// Should the tail not look so, the whole document is scanned instead. Either way the
-// chunk's full decode checks the token again.
-func continueToken(raw []byte) (string, error) {
+// listMeta reads a list's metadata (continue token, resourceVersion) without decoding
+// the list. The API server writes a list's members in the order of their names, so its
+// metadata comes last, after the items: it is found by decoding the last "metadata"
+// member, provided that only the list's closing brace follows it (so it is the list's
+// own, not an item's). Should the tail not look so, the whole document is scanned
+// instead. Either way the chunk's full decode checks both again.
+func listMeta(raw []byte) (metav1.ListMeta, error) {
 	var meta metav1.ListMeta
 	if i := bytes.LastIndex(raw, metadataKey); i >= 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw[i+len(metadataKey):]))
 		if dec.Decode(&meta) == nil {
 			tail := bytes.TrimSpace(raw[i+len(metadataKey)+int(dec.InputOffset()):])
 			if len(tail) == 1 && tail[0] == '}' {
-				return meta.Continue, nil
+				return meta, nil
 			}
 		}
 	}
@@ -157,7 +180,7 @@ func continueToken(raw []byte) (string, error) {
 		Metadata metav1.ListMeta `json:"metadata"`
 	}
 	if err := json.Unmarshal(raw, &head); err != nil {
-		return "", err
+		return metav1.ListMeta{}, err
 	}
-	return head.Metadata.Continue, nil
+	return head.Metadata, nil
 }

@@ -149,6 +149,38 @@ func TestListReadsEveryChunkAsOneView(t *testing.T) {
 	}
 }
 
+func TestListAtReadsTheViewOfAnExactResourceVersion(t *testing.T) {
+	ctx := context.Background()
+	ns := namespaceWithRows(t, 12)
+	l, _ := newLister(t, 5, func(int64, *http.Request) error { return nil })
+	before, rv, err := l.ListAt(ctx, ns, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv == "" || len(before) != 12 {
+		t.Fatalf("the newest view has resourceVersion %q and %d rows, want one and 12", rv, len(before))
+	}
+	if err := env.Client.Create(ctx, registration(ns, "z-late")); err != nil {
+		t.Fatal(err)
+	}
+	// Read again at the first view's resourceVersion, in three chunks: the late row is
+	// not in it, and every chunk reports the same view.
+	at, atRV, err := l.ListAt(ctx, ns, rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if atRV != rv || !slices.Equal(names(at), names(before)) {
+		t.Errorf("at %s: view %s with %v, want %v", rv, atRV, names(at), names(before))
+	}
+	now, nowRV, err := l.ListAt(ctx, ns, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nowRV == rv || len(now) != 13 {
+		t.Errorf("the newest view is %s with %d rows, want a later one with 13", nowRV, len(now))
+	}
+}
+
 func TestListFailsWholeWhenAChunkFails(t *testing.T) {
 	ctx := context.Background()
 	ns := namespaceWithRows(t, 12)

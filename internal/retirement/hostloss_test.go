@@ -94,3 +94,44 @@ func TestLostHostApply(t *testing.T) {
 		t.Error("the detail names the host")
 	}
 }
+
+func TestJudgeLostHost(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	grace := 15 * time.Second
+	held := HostLease{Held: true}
+	unheldLong := HostLease{UnheldSince: now.Add(-time.Minute)}
+	unheldJust := HostLease{UnheldSince: now.Add(-5 * time.Second)}
+	for _, tc := range []struct {
+		name string
+		in   LostHostInput
+		want LostHostVerdict
+	}{
+		{"planned and not approved waits for nothing",
+			LostHostInput{Outcome: OutcomePlanned, Lease: unheldLong}, LostHostVerdict{Action: LostHostLeave}},
+		{"applied waits for nothing",
+			LostHostInput{Outcome: OutcomeApplied, Approved: true, Lease: unheldLong}, LostHostVerdict{Action: LostHostLeave}},
+		{"not planned, held Lease: look again when its term could lapse, plus the grace",
+			LostHostInput{Lease: held, LeaseExpires: now.Add(10 * time.Second)}, LostHostVerdict{Action: LostHostWait, RecheckAt: now.Add(25 * time.Second)}},
+		{"not planned, held Lease of unknown term: only an event brings it back",
+			LostHostInput{Lease: held}, LostHostVerdict{Action: LostHostWait}},
+		{"not planned, unheld within the grace: look again when the grace ends",
+			LostHostInput{Lease: unheldJust}, LostHostVerdict{Action: LostHostWait, RecheckAt: now.Add(10 * time.Second)}},
+		{"not planned, unheld past the grace: close the plan",
+			LostHostInput{Lease: unheldLong}, LostHostVerdict{Action: LostHostClosePlan}},
+		{"not planned, no Lease at all: close the plan",
+			LostHostInput{Lease: HostLease{}}, LostHostVerdict{Action: LostHostClosePlan}},
+		{"approved before its apply, lost: close the apply",
+			LostHostInput{Outcome: OutcomePlanned, Approved: true, Lease: unheldLong}, LostHostVerdict{Action: LostHostCloseApply}},
+		{"approved before its apply, within the grace: wait",
+			LostHostInput{Outcome: OutcomePlanned, Approved: true, Lease: unheldJust}, LostHostVerdict{Action: LostHostWait, RecheckAt: now.Add(10 * time.Second)}},
+		{"apply in progress, lost: settle it as a takeover",
+			LostHostInput{Outcome: OutcomePlanned, ApplyInProgress: true, Approved: true, Lease: unheldLong}, LostHostVerdict{Action: LostHostSettleApply}},
+		{"apply in progress, not approved any more, lost: still settle it",
+			LostHostInput{Outcome: OutcomePlanned, ApplyInProgress: true, Lease: unheldLong}, LostHostVerdict{Action: LostHostSettleApply}},
+	} {
+		tc.in.Now, tc.in.Grace = now, grace
+		if got := JudgeLostHost(tc.in); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

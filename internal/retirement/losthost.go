@@ -41,6 +41,82 @@ func HostAgentLost(l HostLease, now time.Time, grace time.Duration) (lost bool, 
 	return false, deadline
 }
 
+// LostHostAction is what the stand-in for a host's agent does to one host plan.
+type LostHostAction int
+
+const (
+	// LostHostLeave: the host plan waits for nothing from its agent (planned and not
+	// approved, or finished); the stand-in leaves it alone.
+	LostHostLeave LostHostAction = iota
+	// LostHostWait: the host plan waits for its agent, which is not lost (yet); look
+	// again at RecheckAt (zero: only when an event comes).
+	LostHostWait
+	// LostHostClosePlan: the agent is lost before the host planned; record LostHostPlan.
+	LostHostClosePlan
+	// LostHostCloseApply: the agent is lost after an approval and before its apply
+	// recorded an intent; record LostHostApply.
+	LostHostCloseApply
+	// LostHostSettleApply: the agent is lost during an apply that recorded its intent;
+	// the apply's crash-safe report is completed as a takeover does, once its hold lapsed.
+	LostHostSettleApply
+)
+
+// LostHostInput is what the stand-in knows of a host plan and of its host's agent.
+type LostHostInput struct {
+	// Outcome is the host plan's outcome ("" before it planned).
+	Outcome string
+	// ApplyInProgress: an apply recorded its intent and has not finished.
+	ApplyInProgress bool
+	// Approved: the fleet plan's approval narrows to this host plan, so its agent would
+	// apply it now.
+	Approved bool
+	// Lease is what the host's Lease says now; LeaseExpires is when the held Lease's
+	// current term ends (zero when unheld).
+	Lease        HostLease
+	LeaseExpires time.Time
+	Now          time.Time
+	Grace        time.Duration
+}
+
+// LostHostVerdict is the stand-in's decision for one host plan.
+type LostHostVerdict struct {
+	Action LostHostAction
+	// RecheckAt is when to look again (LostHostWait only; zero: when an event comes).
+	RecheckAt time.Time
+}
+
+// WaitsForAgent says whether a host plan waits for its host's agent: it is not planned,
+// an apply is in progress, or it is approved without an apply result.
+func WaitsForAgent(outcome string, applyInProgress, approved bool) bool {
+	return outcome == "" || applyInProgress || (outcome == OutcomePlanned && approved)
+}
+
+// JudgeLostHost decides what the stand-in does to a host plan. A host plan waits for its
+// agent while it is not planned, while an apply is in progress, and while it is approved
+// without an apply result; only then can a lost agent strand it. While the agent is not
+// lost, the stand-in looks again at the earlier of the moment the host could count as
+// lost (HostAgentLost) and the held Lease's expiry plus the grace, since the holder may
+// stop renewing at any time.
+func JudgeLostHost(in LostHostInput) LostHostVerdict {
+	if !WaitsForAgent(in.Outcome, in.ApplyInProgress, in.Approved) {
+		return LostHostVerdict{Action: LostHostLeave}
+	}
+	lost, at := HostAgentLost(in.Lease, in.Now, in.Grace)
+	switch {
+	case !lost:
+		next := at
+		if !in.LeaseExpires.IsZero() && (next.IsZero() || in.LeaseExpires.Add(in.Grace).Before(next)) {
+			next = in.LeaseExpires.Add(in.Grace)
+		}
+		return LostHostVerdict{Action: LostHostWait, RecheckAt: next}
+	case in.ApplyInProgress:
+		return LostHostVerdict{Action: LostHostSettleApply}
+	case in.Outcome == "":
+		return LostHostVerdict{Action: LostHostClosePlan}
+	}
+	return LostHostVerdict{Action: LostHostCloseApply}
+}
+
 // LostHostDetail explains why a lost host's rows are kept.
 func LostHostDetail(hostID string, l HostLease, grace time.Duration) string {
 	if l.UnheldSince.IsZero() {

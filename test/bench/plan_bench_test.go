@@ -122,7 +122,7 @@ func startPlanManager(ctx context.Context, b *testing.B, ns, agentNS string, pro
 	if err := hostPlans.SetupWithManagerNamed(mgr, "retirementplan-host-"+ns); err != nil {
 		b.Fatal(err)
 	}
-	if err := (&retirementplan.FleetPlanReconciler{Deps: deps, HostPlans: hostPlans, AgentNamespace: agentNS}).
+	if err := (&retirementplan.FleetPlanReconciler{Deps: deps, AgentNamespace: agentNS}).
 		SetupWithManagerNamed(mgr, "retirementplan-fleet-"+ns); err != nil {
 		b.Fatal(err)
 	}

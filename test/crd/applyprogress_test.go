@@ -42,4 +42,11 @@ var _ = Describe("RetirementPlan status.applyProgress", func() {
 			Expect(text).To(ContainSubstring(want))
 		}
 	})
+
+	It("explains the view of the registrations a fleet plan's host plans plan at", func() {
+		text := kubectlExplain("retirementplan.status.registryResourceVersion")
+		for _, want := range []string{"exactly this", "one view of the namespace", "compacted"} {
+			Expect(text).To(ContainSubstring(want))
+		}
+	})
 })
