@@ -18,6 +18,11 @@ const (
 	// never match, an apply that was refused, failed or stopped part-way). Nothing more
 	// happens to it; a new attempt is a new object.
 	StalledCondition = "Stalled"
+	// ReconcilingCondition is present only while true: the controller is still working
+	// towards what the spec asks for (a fleet plan waiting for its host plans, an approved
+	// plan being applied, an approver looked at again). kstatus reads it as InProgress, so
+	// Flux's wait and Argo CD's health (the shipped health check) wait for the end.
+	ReconcilingCondition = "Reconciling"
 )
 
 // Reasons for ReadyCondition of a WorkerRegistration.
@@ -71,6 +76,9 @@ const (
 	ReasonApproverIsWorker = retirement.ConditionApproverIsWorker
 	// ReasonApplySucceeded is used when the apply ran to its end (Ready=True, Applied=True).
 	ReasonApplySucceeded = retirement.ConditionApplySucceeded
+	// ReasonApplying is used while an approved plan is applied (Ready=False and
+	// Reconciling=True).
+	ReasonApplying = retirement.ConditionApplying
 	// ReasonNothingToApply is used when every requested row was already retired, or no
 	// row was requested (Ready=True, Applied=False).
 	ReasonNothingToApply = retirement.ConditionNothingToApply

@@ -544,8 +544,11 @@ type RetirementPlan struct {
 	// +required
 	Spec RetirementPlanSpec `json:"spec"`
 
-	// status is the plan and its apply result.
+	// status is the plan and its apply result. Until the controller has observed the
+	// plan, it reads observedGeneration 0, so kstatus (Flux's wait) and Argo CD see the
+	// plan as in progress rather than current.
 	// +optional
+	// +kubebuilder:default={observedGeneration: 0}
 	Status RetirementPlanStatus `json:"status,omitempty"`
 }
 

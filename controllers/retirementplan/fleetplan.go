@@ -290,7 +290,7 @@ func (r *FleetPlanReconciler) fanOut(ctx context.Context, plan *fleetv1alpha1.Re
 	s.PreservedCount, s.AssessedCount = int32(u.Count), int32(u.Count)
 	s.Snapshot = r.snapshotOf(plan.Namespace, reads.items)
 	s.ObservedGeneration = plan.Generation
-	conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Reason: fleetv1alpha1.ReasonWaitingForHostPlans,
+	conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Reconciling: true, Reason: fleetv1alpha1.ReasonWaitingForHostPlans,
 		Message: fmt.Sprintf("Waiting for the agents of %d host(s) to plan their rows", len(s.Hosts))})
 	if err := r.Status().Update(ctx, plan); err != nil {
 		return fmt.Errorf("recording the fleet plan's hosts: %w", err)
@@ -469,7 +469,7 @@ func (r *FleetPlanReconciler) aggregatePlan(ctx context.Context, plan *fleetv1al
 	})
 	recordShares(plan, shares)
 	if !fp.Planned {
-		conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Reason: fleetv1alpha1.ReasonWaitingForHostPlans, Message: fp.Message})
+		conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Reconciling: true, Reason: fleetv1alpha1.ReasonWaitingForHostPlans, Message: fp.Message})
 		return false, r.updateIfChanged(ctx, plan, before)
 	}
 	for _, sh := range shares { // every host plan records the binding it planned with

@@ -205,6 +205,7 @@ func (r *HostPlanReconciler) reconcileHost(ctx context.Context, key types.Namesp
 		plan.Status.HostApproval = a
 		conditions.Set(&plan.Status.Conditions, plan.Generation, fleetv1alpha1.ApprovedCondition, true,
 			fleetv1alpha1.ReasonApprovedThroughFleetPlan, "The fleet plan is Approved and covers this host plan's candidates")
+		setApplying(plan, "The fleet plan's approval covers this host plan; applying it")
 		if err := r.Status().Update(ctx, plan); err != nil {
 			return ctrl.Result{}, fmt.Errorf("recording the host plan's approval: %w", err)
 		}

@@ -125,6 +125,16 @@ func expectApproved(p *fleetv1alpha1.RetirementPlan) {
 	Expect([]string{string(c.Status), c.Reason}).To(Equal([]string{"True", fleetv1alpha1.ReasonApprovalMatches}), "Approved of plan %s: %s", p.Name, c.Message)
 }
 
+// expectApprovalOutdated checks that an approval whose apply was refused (the registry or
+// the candidate set moved) reads as no longer approving anything.
+func expectApprovalOutdated(p *fleetv1alpha1.RetirementPlan) {
+	GinkgoHelper()
+	c := meta.FindStatusCondition(p.Status.Conditions, fleetv1alpha1.ApprovedCondition)
+	Expect(c).NotTo(BeNil(), "plan %s has no Approved condition", p.Name)
+	Expect([]string{string(c.Status), c.Reason}).To(Equal([]string{"False", fleetv1alpha1.ReasonApplyRefused}), "Approved of plan %s: %s", p.Name, c.Message)
+	Expect(c.Message).To(HavePrefix("The approval no longer matches"))
+}
+
 // getPlan reads a plan afresh.
 func getPlan(p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.RetirementPlan {
 	GinkgoHelper()
@@ -212,7 +222,7 @@ var _ = Describe("RetirementPlan approval in a live fleet", func() {
 		By("approving the Registry-bound plan: the heartbeats moved the registry")
 		Expect(approveBound(gitops(), registry, fleetv1alpha1.ApprovalBindingRegistry)).To(Succeed())
 		registry = waitOutcome(registry, fleetv1alpha1.OutcomeRegistryRevisionMoved)
-		expectApproved(registry)
+		expectApprovalOutdated(registry)
 		Expect(registry.Status.RetiredCount).To(BeZero())
 		Expect(registry.Status.MutationPerformed).To(BeFalse())
 		expectActive(live...)
@@ -222,7 +232,7 @@ var _ = Describe("RetirementPlan approval in a live fleet", func() {
 			By("approving a CandidateSet-bound plan made before an approved dead row changed: " + moved.Name)
 			Expect(approveBound(gitops(), moved, fleetv1alpha1.ApprovalBindingCandidateSet)).To(Succeed())
 			moved = waitOutcome(moved, fleetv1alpha1.OutcomeCandidateSetMoved)
-			expectApproved(moved)
+			expectApprovalOutdated(moved)
 			Expect(moved.Status.RetiredCount).To(BeZero())
 			Expect(moved.Status.MutationPerformed).To(BeFalse())
 			expectReadiness(moved, "False", "True", fleetv1alpha1.ReasonApplyRefused)

@@ -54,15 +54,23 @@ func approvalMismatch(plan *fleetv1alpha1.RetirementPlan) string {
 	return retirement.ApprovalMismatch(apiconv.Approval(plan.Spec.Approval), s.RegistryFingerprint, s.CandidateFingerprint, s.CandidateWorkerIdentities)
 }
 
-// setApproval records the approval verdict. An approved plan stays Ready from its plan;
-// one that is not approved is not Ready, and stalled when the approval can never match.
+// setApproval records the approval verdict. An approved plan is applying until its report
+// is written: not Ready, Reconciling. One that is not approved is not Ready, and stalled
+// when the approval can never match, or Reconciling while it is looked at again.
 func setApproval(plan *fleetv1alpha1.RetirementPlan, v retirement.ApprovalVerdict) {
 	s := &plan.Status
 	conditions.Set(&s.Conditions, plan.Generation, fleetv1alpha1.ApprovedCondition, v.Approved, v.Reason, v.Message)
 	s.ObservedGeneration = plan.Generation
-	if !v.Approved {
-		conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Stalled: v.Final, Reason: v.Reason, Message: v.Message})
+	if v.Approved {
+		setApplying(plan, "The approval matches the plan; applying it")
+		return
 	}
+	conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Stalled: v.Final, Reconciling: !v.Final, Reason: v.Reason, Message: v.Message})
+}
+
+// setApplying marks an approved plan as being applied until its report is written.
+func setApplying(plan *fleetv1alpha1.RetirementPlan, message string) {
+	conditions.SetReadiness(&plan.Status.Conditions, plan.Generation, conditions.Readiness{Reconciling: true, Reason: fleetv1alpha1.ReasonApplying, Message: message})
 }
 
 // setApplyStatus records an apply report. A partial apply is never a clean one: Ready and
@@ -82,6 +90,10 @@ func setApplyStatus(plan *fleetv1alpha1.RetirementPlan, rep retirement.ApplyRepo
 	s.ApplyComplete = v.Complete
 	s.Message = v.Message
 	conditions.Set(&s.Conditions, plan.Generation, fleetv1alpha1.AppliedCondition, v.Applied, v.Reason, v.Message)
+	if v.ApprovalOutdated {
+		// The approval named a registry or candidate set that is gone: it approves nothing now.
+		conditions.Set(&s.Conditions, plan.Generation, fleetv1alpha1.ApprovedCondition, false, v.Reason, "The approval no longer matches: "+v.Message)
+	}
 	// An apply runs once: whatever did not succeed is final.
 	conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Ready: v.Succeeded, Stalled: !v.Succeeded, Reason: v.Reason, Message: v.Message})
 }

@@ -58,52 +58,55 @@ func judge(change func(*retirement.ApprovalFacts)) retirement.ApprovalVerdict {
 
 func TestSetApproval(t *testing.T) {
 	tests := []struct {
-		name                    string
-		v                       retirement.ApprovalVerdict
-		ready, stalled, approve string
+		name                                 string
+		v                                    retirement.ApprovalVerdict
+		ready, stalled, reconciling, approve string
 	}{
-		{"approved: still ready from its plan", judge(func(*retirement.ApprovalFacts) {}), "True", "", "True"},
-		{"mismatch: final", judge(func(f *retirement.ApprovalFacts) { f.Mismatch = "tokens differ" }), "False", "True", "False"},
-		{"approver not yet authorized: waits", judge(func(f *retirement.ApprovalFacts) { f.Authorized, f.AuthorizerWhy = false, "no verb" }), "False", "", "False"},
-		{"guarding policy missing: final", judge(func(f *retirement.ApprovalFacts) { f.Guard.PolicyFound = false }), "False", "True", "False"},
+		{"approved: applying until its report", judge(func(*retirement.ApprovalFacts) {}), "False", "", "True", "True"},
+		{"mismatch: final", judge(func(f *retirement.ApprovalFacts) { f.Mismatch = "tokens differ" }), "False", "True", "", "False"},
+		{"approver not yet authorized: waits, looked at again", judge(func(f *retirement.ApprovalFacts) { f.Authorized, f.AuthorizerWhy = false, "no verb" }), "False", "", "True", "False"},
+		{"guarding policy missing: final", judge(func(f *retirement.ApprovalFacts) { f.Guard.PolicyFound = false }), "False", "True", "", "False"},
 		{"approver is a worker: final", judge(func(f *retirement.ApprovalFacts) {
 			f.Subject = retirement.SubjectFacts{User: "system:serviceaccount:fleet:bot", HasRegistration: true}
-		}), "False", "True", "False"},
+		}), "False", "True", "", "False"},
 	}
 	for _, tt := range tests {
 		plan := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
 		setPlanStatus(plan, retirement.Plan{Outcome: retirement.OutcomePlanned}, time.Unix(1700000000, 0))
 		setApproval(plan, tt.v)
-		got := conditionsOf(plan, fleetv1alpha1.ReadyCondition, fleetv1alpha1.StalledCondition, fleetv1alpha1.ApprovedCondition)
-		if got[0] != tt.ready || got[1] != tt.stalled || got[2] != tt.approve {
-			t.Errorf("%s: Ready, Stalled, Approved = %v, want %s, %q, %s", tt.name, got, tt.ready, tt.stalled, tt.approve)
+		got := conditionsOf(plan, fleetv1alpha1.ReadyCondition, fleetv1alpha1.StalledCondition, fleetv1alpha1.ReconcilingCondition, fleetv1alpha1.ApprovedCondition)
+		if got[0] != tt.ready || got[1] != tt.stalled || got[2] != tt.reconciling || got[3] != tt.approve {
+			t.Errorf("%s: Ready, Stalled, Reconciling, Approved = %v, want %s, %q, %q, %s", tt.name, got, tt.ready, tt.stalled, tt.reconciling, tt.approve)
 		}
 	}
 }
 
 func TestSetApplyStatus(t *testing.T) {
 	tests := []struct {
-		name                    string
-		rep                     retirement.ApplyReport
-		ready, stalled, applied string
-		success                 bool
+		name                              string
+		rep                               retirement.ApplyReport
+		ready, stalled, applied, approved string
+		success                           bool
 	}{
-		{"clean", retirement.ApplyReport{Outcome: retirement.OutcomeApplied, RetiredCount: 1, Retired: []string{"a"}, MutationPerformed: true}, "True", "", "True", true},
-		{"partial", retirement.ApplyReport{Outcome: retirement.OutcomeApplied, RetiredCount: 1, Interrupted: true}, "False", "True", "False", false},
-		{"registry moved", retirement.ApplyReport{Outcome: retirement.OutcomeRegistryRevisionMoved}, "False", "True", "False", true},
-		{"transaction failed", retirement.ApplyReport{Outcome: retirement.OutcomeTransactionFailed}, "False", "True", "False", false},
-		{"already retired", retirement.ApplyReport{Outcome: retirement.OutcomeAlreadyRetired}, "True", "", "False", true},
+		{"clean", retirement.ApplyReport{Outcome: retirement.OutcomeApplied, RetiredCount: 1, Retired: []string{"a"}, MutationPerformed: true}, "True", "", "True", "True", true},
+		{"partial", retirement.ApplyReport{Outcome: retirement.OutcomeApplied, RetiredCount: 1, Interrupted: true}, "False", "True", "False", "True", false},
+		{"registry moved: the approval approves nothing now", retirement.ApplyReport{Outcome: retirement.OutcomeRegistryRevisionMoved}, "False", "True", "False", "False", true},
+		{"candidate set moved: the approval approves nothing now", retirement.ApplyReport{Outcome: retirement.OutcomeCandidateSetMoved}, "False", "True", "False", "False", true},
+		{"transaction failed", retirement.ApplyReport{Outcome: retirement.OutcomeTransactionFailed}, "False", "True", "False", "True", false},
+		{"already retired", retirement.ApplyReport{Outcome: retirement.OutcomeAlreadyRetired}, "True", "", "False", "True", true},
 		{"interrupted, completed by a takeover", retirement.ApplyReport{Outcome: retirement.OutcomeApplied, RetiredCount: 2, Retired: []string{"a", "b"},
-			MutationPerformed: true, Interrupted: true, Recovered: true}, "False", "True", "False", false},
+			MutationPerformed: true, Interrupted: true, Recovered: true}, "False", "True", "False", "True", false},
 		{"interrupted before any row, completed by a takeover", retirement.ApplyReport{Outcome: retirement.OutcomeTransactionFailed,
-			Interrupted: true, Recovered: true}, "False", "True", "False", false},
+			Interrupted: true, Recovered: true}, "False", "True", "False", "True", false},
 	}
 	for _, tt := range tests {
 		plan := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Generation: 4}}
+		setApproval(plan, judge(func(*retirement.ApprovalFacts) {}))
 		setApplyStatus(plan, tt.rep, retirement.JudgeApply(tt.rep), nil, metav1.Now())
-		got := conditionsOf(plan, fleetv1alpha1.ReadyCondition, fleetv1alpha1.StalledCondition, fleetv1alpha1.AppliedCondition)
-		if got[0] != tt.ready || got[1] != tt.stalled || got[2] != tt.applied {
-			t.Errorf("%s: Ready, Stalled, Applied = %v, want %s, %q, %s", tt.name, got, tt.ready, tt.stalled, tt.applied)
+		got := conditionsOf(plan, fleetv1alpha1.ReadyCondition, fleetv1alpha1.StalledCondition, fleetv1alpha1.AppliedCondition,
+			fleetv1alpha1.ApprovedCondition, fleetv1alpha1.ReconcilingCondition)
+		if got[0] != tt.ready || got[1] != tt.stalled || got[2] != tt.applied || got[3] != tt.approved || got[4] != "" {
+			t.Errorf("%s: Ready, Stalled, Applied, Approved, Reconciling = %v, want %s, %q, %s, %s, \"\"", tt.name, got, tt.ready, tt.stalled, tt.applied, tt.approved)
 		}
 		s := plan.Status
 		if s.Outcome != tt.rep.Outcome || s.Success == nil || *s.Success != tt.success || s.ReadOnly || s.RetiredCount != int32(tt.rep.RetiredCount) || s.AppliedAt == nil {

@@ -2,7 +2,8 @@
 // follow Flux and kstatus: Ready is always present and True only when the object reached
 // the state its spec asks for; Stalled is present only while True, when the object is
 // final and cannot progress without a new object (so `kubectl wait --for=condition=Ready`
-// never reports success for a failure).
+// never reports success for a failure); Reconciling is present only while True, while the
+// controller still works towards the spec (kstatus: InProgress).
 package conditions
 
 import (
@@ -33,16 +34,26 @@ type Readiness struct {
 	Ready bool
 	// Stalled is true when the object is final and did not succeed.
 	Stalled bool
+	// Reconciling is true while the controller still works towards the spec (neither
+	// Ready nor Stalled yet).
+	Reconciling bool
 	// Reason and Message explain both conditions.
 	Reason, Message string
 }
 
-// SetReadiness writes Ready, and Stalled while it is true (removing it otherwise).
+// SetReadiness writes Ready, Stalled while it is true and Reconciling while it is true
+// (removing each otherwise). Ready wins over Stalled, and Stalled over Reconciling.
 func SetReadiness(conds *[]metav1.Condition, generation int64, r Readiness) {
 	Set(conds, generation, fleetv1alpha1.ReadyCondition, r.Ready, r.Reason, r.Message)
-	if r.Stalled && !r.Ready {
+	stalled := r.Stalled && !r.Ready
+	if stalled {
 		Set(conds, generation, fleetv1alpha1.StalledCondition, true, r.Reason, r.Message)
-		return
+	} else {
+		meta.RemoveStatusCondition(conds, fleetv1alpha1.StalledCondition)
 	}
-	meta.RemoveStatusCondition(conds, fleetv1alpha1.StalledCondition)
+	if r.Reconciling && !r.Ready && !stalled {
+		Set(conds, generation, fleetv1alpha1.ReconcilingCondition, true, r.Reason, r.Message)
+	} else {
+		meta.RemoveStatusCondition(conds, fleetv1alpha1.ReconcilingCondition)
+	}
 }

@@ -12,19 +12,24 @@ import (
 
 func TestSetReadiness(t *testing.T) {
 	tests := []struct {
-		name        string
-		r           Readiness
-		ready       metav1.ConditionStatus
-		wantStalled bool
+		name            string
+		r               Readiness
+		ready           metav1.ConditionStatus
+		wantStalled     bool
+		wantReconciling bool
 	}{
-		{"success", Readiness{Ready: true, Reason: "Done", Message: "ok"}, metav1.ConditionTrue, false},
-		{"waiting", Readiness{Reason: "Waiting", Message: "later"}, metav1.ConditionFalse, false},
-		{"final failure", Readiness{Stalled: true, Reason: "Refused", Message: "no"}, metav1.ConditionFalse, true},
-		{"ready wins over stalled", Readiness{Ready: true, Stalled: true, Reason: "Done", Message: "ok"}, metav1.ConditionTrue, false},
+		{"success", Readiness{Ready: true, Reason: "Done", Message: "ok"}, metav1.ConditionTrue, false, false},
+		{"waiting", Readiness{Reason: "Waiting", Message: "later"}, metav1.ConditionFalse, false, false},
+		{"working", Readiness{Reconciling: true, Reason: "Applying", Message: "now"}, metav1.ConditionFalse, false, true},
+		{"final failure", Readiness{Stalled: true, Reason: "Refused", Message: "no"}, metav1.ConditionFalse, true, false},
+		{"ready wins over stalled", Readiness{Ready: true, Stalled: true, Reason: "Done", Message: "ok"}, metav1.ConditionTrue, false, false},
+		{"ready wins over reconciling", Readiness{Ready: true, Reconciling: true, Reason: "Done", Message: "ok"}, metav1.ConditionTrue, false, false},
+		{"stalled wins over reconciling", Readiness{Stalled: true, Reconciling: true, Reason: "Refused", Message: "no"}, metav1.ConditionFalse, true, false},
 	}
 	for _, tt := range tests {
-		// Start from a stalled object: Stalled must disappear unless it still holds.
-		conds := []metav1.Condition{{Type: fleetv1alpha1.StalledCondition, Status: metav1.ConditionTrue, Reason: "Old", Message: "old"}}
+		// Start from a stalled, reconciling object: both must disappear unless they still hold.
+		conds := []metav1.Condition{{Type: fleetv1alpha1.StalledCondition, Status: metav1.ConditionTrue, Reason: "Old", Message: "old"},
+			{Type: fleetv1alpha1.ReconcilingCondition, Status: metav1.ConditionTrue, Reason: "Old", Message: "old"}}
 		SetReadiness(&conds, 7, tt.r)
 		ready := meta.FindStatusCondition(conds, fleetv1alpha1.ReadyCondition)
 		if ready == nil || ready.Status != tt.ready || ready.Reason != tt.r.Reason || ready.ObservedGeneration != 7 {
@@ -36,6 +41,13 @@ func TestSetReadiness(t *testing.T) {
 		}
 		if stalled != nil && (stalled.Status != metav1.ConditionTrue || stalled.Reason != tt.r.Reason) {
 			t.Errorf("%s: Stalled = %+v", tt.name, stalled)
+		}
+		reconciling := meta.FindStatusCondition(conds, fleetv1alpha1.ReconcilingCondition)
+		if tt.wantReconciling != (reconciling != nil) {
+			t.Errorf("%s: Reconciling present = %v, want %v", tt.name, reconciling != nil, tt.wantReconciling)
+		}
+		if reconciling != nil && (reconciling.Status != metav1.ConditionTrue || reconciling.Reason != tt.r.Reason) {
+			t.Errorf("%s: Reconciling = %+v", tt.name, reconciling)
 		}
 	}
 }

@@ -31,6 +31,9 @@ const (
 	// the approve verb; it is looked at again with a growing interval. The reasons about
 	// the guarding policy and a worker as approver are in approver.go.
 	ConditionApproverNotAuthorized = "ApproverNotAuthorized"
+	// ConditionApplying: the approval matches and the plan is being applied (Ready=False,
+	// Reconciling=True until the apply's report is written).
+	ConditionApplying = "Applying"
 	// ConditionApplySucceeded: every requested row was retired or preserved, with no
 	// interruption.
 	ConditionApplySucceeded = "ApplySucceeded"
@@ -121,6 +124,9 @@ type ApplyVerdict struct {
 	Reason string
 	// Message explains the report.
 	Message string
+	// ApprovalOutdated is true when the apply was refused because the approval no longer
+	// matches the registry or the candidate set: Approved turns False then.
+	ApprovalOutdated bool
 }
 
 // JudgeApply reads an apply report. Only a clean applied run, or a replay that had
@@ -149,5 +155,6 @@ func JudgeApply(rep ApplyReport) ApplyVerdict {
 		v.Message = fmt.Sprintf("Nothing was written (%s): %s", rep.Outcome, rep.Detail)
 	}
 	v.Applied = v.Reason == ConditionApplySucceeded
+	v.ApprovalOutdated = v.Reason == ConditionApplyRefused
 	return v
 }

@@ -2,8 +2,6 @@ package crd_test
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/retirement"
@@ -555,32 +552,10 @@ var _ = Describe("kubectl", func() {
 	})
 })
 
-func readAll(r interface{ Read([]byte) (int, error) }) string {
-	var sb strings.Builder
-	buf := make([]byte, 4096)
-	for {
-		n, err := r.Read(buf)
-		sb.Write(buf[:n])
-		if err != nil {
-			return sb.String()
-		}
-	}
-}
-
-// adminKubectl runs kubectl (envtest's, else the one on PATH) as a cluster administrator
-// and returns what it printed.
+// adminKubectl runs kubectl as a cluster administrator (testenv's Kubectl).
 func adminKubectl() func(args ...string) (stdout, stderr string, err error) {
 	GinkgoHelper()
-	admin, err := env.Environment.AddUser(envtest.User{Name: testenv.Uniq("binding-admin"), Groups: []string{"system:masters"}}, nil)
+	kubectl, err := env.Kubectl()
 	Expect(err).NotTo(HaveOccurred())
-	kubectl, err := admin.Kubectl()
-	Expect(err).NotTo(HaveOccurred())
-	if _, err := os.Stat(kubectl.Path); kubectl.Path == "" || err != nil {
-		kubectl.Path, err = exec.LookPath("kubectl")
-		Expect(err).NotTo(HaveOccurred(), "kubectl is needed: in KUBEBUILDER_ASSETS or on PATH")
-	}
-	return func(args ...string) (string, string, error) {
-		out, errOut, err := kubectl.Run(args...)
-		return readAll(out), readAll(errOut), err
-	}
+	return kubectl
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -271,4 +272,32 @@ func DurationFromEnv(name string, def time.Duration) time.Duration {
 		return d
 	}
 	return def
+}
+
+// Kubectl is kubectl as a new cluster administrator (group system:masters) of e: the
+// binary in KUBEBUILDER_ASSETS, else the one on PATH. The function runs it with args and
+// returns what it printed.
+func (e *Env) Kubectl() (func(args ...string) (stdout, stderr string, err error), error) {
+	admin, err := e.Environment.AddUser(envtest.User{Name: Uniq("kubectl-admin"), Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	kubectl, err := admin.Kubectl()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(kubectl.Path); kubectl.Path == "" || err != nil {
+		if kubectl.Path, err = exec.LookPath("kubectl"); err != nil {
+			return nil, fmt.Errorf("kubectl is needed: in KUBEBUILDER_ASSETS or on PATH: %w", err)
+		}
+	}
+	return func(args ...string) (string, string, error) {
+		out, errOut, err := kubectl.Run(args...)
+		return readAll(out), readAll(errOut), err
+	}, nil
+}
+
+func readAll(r io.Reader) string {
+	b, _ := io.ReadAll(r)
+	return string(b)
 }
