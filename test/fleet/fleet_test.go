@@ -264,7 +264,7 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 		live := startWorker(ns, "live-r", hostR)
 
 		By(fmt.Sprintf("%d dead rows on host R", rows))
-		createDeadRows(ns, hostR, rows)
+		createDeadRows(ns, hostR, "dead-", rows)
 
 		kubectlApply(ns, planManifest("retire-many", ""))
 		Eventually(func() string { return outcomeOf(ns, "retire-many") }).Should(Equal("planned"))
@@ -311,6 +311,54 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 			time.Since(start).Round(time.Second), len(retired), rows-len(retired), retirement.ReasonApplyInterrupted)
 	})
 
+	It("closes a lost host's plan without writing its rows when its only manager is killed between the plan and the approval", func() {
+		const hostL = "fleet-e2e-host-l"
+		start := time.Now()
+		lost := startManager(hostL)
+		startManager(hostB) // the fleet coordinator, or its standby until host L's manager is gone
+		waitAgents(hostL, hostB)
+		ns := newNamespace("fleet-e2e-lost")
+		createDeadRows(ns, hostL, "dead-l-", 3)
+		createDeadRows(ns, hostB, "dead-b-", 2)
+
+		kubectlApply(ns, planManifest("retire-lost", ""))
+		Eventually(func() string { return outcomeOf(ns, "retire-lost") }, 60*time.Second).Should(Equal("planned"))
+		Expect(jsonpath(ns, "retire-lost", ".status.candidateCount")).To(Equal("5"))
+		hostPlanL := jsonpath(ns, "retire-lost", `.status.hosts[?(@.hostID=="`+hostL+`")].plan`)
+		Expect(hostPlanL).NotTo(BeEmpty())
+
+		By("killing host L's only manager, then approving once its Lease and the grace have run out")
+		lost.Kill()
+		time.Sleep(10 * time.Second) // the Lease (4 s) and the grace (the Lease duration) have lapsed
+		kubectlApply(ns, planManifest("retire-lost", candidateApproval(ns, "retire-lost")))
+		Eventually(func() string { return jsonpath(ns, "retire-lost", ".status.applyComplete") }, 90*time.Second).Should(Equal("false"))
+
+		By("the stand-in closed host L's plan in one write, with no row of host L written")
+		Expect(outcomeOf(ns, hostPlanL)).To(Equal(retirement.OutcomeTransactionFailed))
+		Expect(jsonpath(ns, hostPlanL, `.status.conditions[?(@.type=="HostAgentLost")].status`)).To(Equal("True"))
+		Expect(jsonpath(ns, hostPlanL, ".status.applyProgress")).To(BeEmpty(), "no apply started on host L")
+		Expect(jsonpath(ns, "retire-lost", ".status.success")).To(Equal("false"))
+		Expect(jsonpath(ns, "retire-lost", `.status.conditions[?(@.type=="Ready")].reason`)).To(Equal(fleetv1alpha1.ReasonApplyPartial))
+		Expect(jsonpath(ns, "retire-lost", `.status.conditions[?(@.type=="Stalled")].status`)).To(Equal("True"))
+		Expect(jsonpath(ns, "retire-lost", `.status.hostsWithoutAgent[*].hostID`)).To(Equal(hostL))
+		Expect(retiredBy(ns, "retire-lost")).To(ConsistOf("dead-b-0000", "dead-b-0001"), "host B's agent applied its share")
+		kept := preservedReasons(ns, "retire-lost", "applyPreserved")
+		Expect(kept).To(Equal(map[string]string{
+			"dead-l-0000": retirement.ReasonHostBindingUnproven, "dead-l-0001": retirement.ReasonHostBindingUnproven,
+			"dead-l-0002": retirement.ReasonHostBindingUnproven}))
+
+		By("a manager for host L that comes back finds its plan final and writes nothing")
+		startManager(hostL)
+		waitAgents(hostL)
+		Consistently(func() []string { return retiredBy(ns, "retire-lost") }, 5*time.Second, time.Second).
+			Should(ConsistOf("dead-b-0000", "dead-b-0001"))
+		st := ownershipOf(ns)
+		for _, n := range []string{"dead-l-0000", "dead-l-0001", "dead-l-0002"} {
+			Expect(st[n]).To(HavePrefix("Active/"), n)
+		}
+		GinkgoWriter.Printf("lost-host spec: %s\n", time.Since(start).Round(time.Second))
+	})
+
 	It("says a host's pages were not written when its manager is killed while writing them, removes the part written, and still applies the plan", func() {
 		const hostP = "fleet-e2e-host-p"
 		const rows = 600
@@ -320,7 +368,7 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 		ns := newNamespace("fleet-e2e-pages")
 		live := startWorker(ns, "live-p", hostP)
 		By(fmt.Sprintf("%d dead rows on host P", rows))
-		createDeadRows(ns, hostP, rows)
+		createDeadRows(ns, hostP, "dead-", rows)
 
 		kubectlApply(ns, planManifest("pages-cut", ""))
 		var hostPlan string
@@ -364,9 +412,9 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 	})
 })
 
-// createDeadRows registers n rows named dead-NNNN on host whose processes are gone, with
-// an hour's heartbeat, and waits until the host's agent has them all as stale.
-func createDeadRows(ns, host string, n int) {
+// createDeadRows registers n rows named <prefix>NNNN on host whose processes are gone,
+// with an hour's heartbeat, and waits until the host's agent has them all as stale.
+func createDeadRows(ns, host, prefix string, n int) {
 	GinkgoHelper()
 	facts, err := testenv.HostFacts(host)
 	Expect(err).NotTo(HaveOccurred())
@@ -379,7 +427,7 @@ func createDeadRows(ns, host string, n int) {
 			defer GinkgoRecover()
 			defer wg.Done()
 			for i := g; i < n; i += 8 {
-				wr := f.Registration(ns, fmt.Sprintf("dead-%04d", i), gone)
+				wr := f.Registration(ns, fmt.Sprintf("%s%04d", prefix, i), gone)
 				Expect(k8sClient.Create(ctx, wr)).To(Succeed())
 				f.Heartbeat(ctx, wr, time.Hour) // retried on conflict with the manager's first look
 			}
@@ -389,7 +437,7 @@ func createDeadRows(ns, host string, n int) {
 	Eventually(func(g Gomega) {
 		stale := 0
 		for name, s := range ownershipOf(ns) {
-			if strings.HasPrefix(name, "dead-") && s == "Active/stale" {
+			if strings.HasPrefix(name, prefix) && s == "Active/stale" {
 				stale++
 			}
 		}
