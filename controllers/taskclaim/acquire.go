@@ -2,7 +2,6 @@ package taskclaim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -25,62 +24,36 @@ import (
 // lockLabels are the labels of every claim lock.
 func lockLabels() map[string]string { return map[string]string{fleetv1alpha1.ClaimLockLabel: "true"} }
 
-// claim re-reads everything, wins the per-target lock, publishes in Gitea, reads back,
-// and only then activates the capability. Each step that fails after the lock was won
-// gives the lock (and any record of this claim) back before the refusal is written.
+// claim runs the claim step in one direction: reserve, re-read, decide, publish,
+// activate. Reserve (takeLock) reads the lock and refuses a claim it shows lost, moves
+// the workflow fence, takes the lock by compare-and-swap and then the finalizer. The
+// re-read (gatherWith) writes nothing: the worker, the target in Gitea, the capability
+// verdict and the worker's other claims, at once. Listed after the finalizer made this
+// claim visible, at a list at least as new as that write, the other claims show an
+// earlier racing claim of the same worker, so of two at most one goes on to publish.
+// The lock's state as read before the swap is the lock's state for the decision. A claim
+// the decision refuses holds the lock and the finalizer, and gives both back (reject,
+// finish), as does every step that fails after the lock was won.
 // model: claim.pml step C3 (revalidate; the Lease must still be at the pinned generation)
 func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ctrl.Result, error) {
 	started := r.Clock.Now()
 	target := apiconv.Target(tc.Spec.Target)
-	// The lock is taken while the rest is re-read (takeLock). A claim that lost it, to a
-	// swap before its own or in its own, is refused without waiting for the Gitea read (the
-	// gather stops early). Once the finalizer shows this claim as acquiring, and still
-	// while Gitea is read, the worker's other claims are listed: of two racing claims of
-	// one worker each looks only after it made itself visible, at a list at least as new
-	// as its own finalizer, so the later sees the earlier and at most one goes on to
-	// publish. The lock's state as read before the swap is the lock's state for the full
-	// decision, which follows on everything the re-read found: a claim it refuses holds
-	// the lock and the finalizer, and gives both back (reject, finish).
-	holder := tc.DeepCopy() // the finalizer is written through this copy while tc is read
-	var (
-		early  *claim.Result
-		lease  *coordinationv1.Lease
-		others int
-	)
-	// The lock's writes run on the reconcile's context, not the gather's: a read of the
-	// gather that fails does not cut them short between the swap and the finalizer.
-	w, err := r.gatherWith(ctx, tc, false, func(gctx context.Context, registered <-chan claim.Worker) (*coordinationv1.Lease, error) {
-		read, taken, lost, err := r.takeLock(ctx, holder, started)
-		if lost != nil {
-			early = lost
-			return nil, errLostEarly
-		}
-		lease = taken
-		if err != nil {
-			return read, err
-		}
-		select {
-		case worker := <-registered:
-			others, err = r.otherClaims(gctx, holder, worker)
-		case <-gctx.Done():
-			err = gctx.Err()
-		}
-		return read, err
-	})
-	if lease != nil {
-		holder.DeepCopyInto(tc) // the finalizer and the resourceVersion it moved
-	}
-	if early != nil {
-		countContention(*early)
-		return ctrl.Result{}, r.reject(ctx, tc, *early)
+	read, lease, lost, err := r.takeLock(ctx, tc, started)
+	if lost != nil {
+		countContention(*lost)
+		return ctrl.Result{}, r.reject(ctx, tc, *lost)
 	}
 	if err != nil {
 		return ctrl.Result{}, err // a lock already won is this claim's on the retry
 	}
+	w, err := r.gatherWith(ctx, tc, true, heldLock(read))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	acq, res := claim.DecideClaim(claim.ClaimInput{
 		Worker: w.worker, ClaimID: string(tc.UID), Spec: target, PinnedValue: tc.Spec.Pin,
 		Validated: apiconv.Validation(tc), Fresh: w.state, ControllerRepository: r.Repository,
-		CapabilityVerdict: w.verdict, Now: started, OtherClaims: others,
+		CapabilityVerdict: w.verdict, Now: started, OtherClaims: w.others,
 	})
 	if res.Refused() {
 		countContention(res)
@@ -154,9 +127,6 @@ func (r *Reconciler) takeLock(ctx context.Context, tc *fleetv1alpha1.TaskClaim, 
 	}
 	return read, taken, nil, err
 }
-
-// errLostEarly stops a claim's gather once its Lease read shows another claim won.
-var errLostEarly = errors.New("the claim lost its lock before the re-read finished")
 
 // lock takes the per-target lock by compare-and-swap against the pinned generation, and
 // then the finalizer: from here on the lock (and soon Gitea) holds state for this claim,

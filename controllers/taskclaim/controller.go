@@ -182,14 +182,17 @@ func queuedClaim(tc *fleetv1alpha1.TaskClaim) claim.QueuedClaim {
 // validate derives the role and pins the state, or refuses.
 // model: claim.pml step C1 (validate on fresh state)
 func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
-	// The lock as ensureLock reads or creates it is the lock's state for the decision.
-	w, err := r.gatherWith(ctx, tc, true, func(ctx context.Context, _ <-chan claim.Worker) (*coordinationv1.Lease, error) {
-		lock, looked, err := r.ensureLock(ctx, tc)
-		if err != nil || looked {
-			return lock, err
-		}
-		return r.readLock(ctx, tc)
-	})
+	// The lock as ensureLock reads or creates it is the lock's state for the decision;
+	// the gather after it only reads.
+	lock, looked, err := r.ensureLock(ctx, tc)
+	if err != nil {
+		return err
+	}
+	read := heldLock(lock)
+	if !looked {
+		read = func(ctx context.Context) (*coordinationv1.Lease, error) { return r.readLock(ctx, tc) }
+	}
+	w, err := r.gatherWith(ctx, tc, true, read)
 	if err != nil {
 		return err
 	}

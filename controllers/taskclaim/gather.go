@@ -52,19 +52,23 @@ type world struct {
 	others int
 }
 
-// lockRead reads the claim's per-target lock for one decision (readLock, or ensureLock,
-// or the claim step's takeLock). nil means there is no lock. registered delivers the
-// worker as the same gather read it, for a lockRead that needs it (it is never closed:
-// wait on it together with ctx).
-type lockRead func(ctx context.Context, registered <-chan claim.Worker) (*coordinationv1.Lease, error)
+// lockRead reads the claim's per-target lock for one decision: straight from the API
+// server (readLock), or as the step's own writes left it before the gather (heldLock).
+// nil means there is no lock.
+type lockRead func(ctx context.Context) (*coordinationv1.Lease, error)
 
 // gather reads what the check of an active capability decides on: the worker, the
 // target in Gitea, the capability verdict and the per-target lock (with readLock), all
 // fresh. The worker's other claims do not matter to it.
 func (r *Reconciler) gather(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (world, error) {
-	return r.gatherWith(ctx, tc, false, func(ctx context.Context, _ <-chan claim.Worker) (*coordinationv1.Lease, error) {
+	return r.gatherWith(ctx, tc, false, func(ctx context.Context) (*coordinationv1.Lease, error) {
 		return r.readLock(ctx, tc)
 	})
+}
+
+// heldLock is the lock as the step's writes before the gather read or left it.
+func heldLock(l *coordinationv1.Lease) lockRead {
+	return func(context.Context) (*coordinationv1.Lease, error) { return l, nil }
 }
 
 // readLock reads the claim's per-target lock straight from the API server (nil when
@@ -82,7 +86,8 @@ func (r *Reconciler) readLock(ctx context.Context, tc *fleetv1alpha1.TaskClaim) 
 }
 
 // gatherWith reads the worker, the target in Gitea, the capability verdict, the lock
-// (with lock) and, when countOthers, the worker's other claims, all fresh. The reads are
+// (with lock) and, when countOthers, the worker's other claims, all fresh. It writes
+// nothing: a step's writes come before its gather or after its decision. The reads are
 // independent of each other, so they run at once: the worker's registration and its
 // other claims (which need the registration's identity), the target in Gitea, the
 // verdict, and the lock.
@@ -91,7 +96,6 @@ func (r *Reconciler) gatherWith(ctx context.Context, tc *fleetv1alpha1.TaskClaim
 	target := apiconv.Target(tc.Spec.Target)
 	// The first read that fails stops the others: the decision needs all of them.
 	g, ctx := errgroup.WithContext(ctx)
-	registered := make(chan claim.Worker, 1)
 	g.Go(func() error {
 		wr := &fleetv1alpha1.WorkerRegistration{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: tc.Spec.Worker}, wr)
@@ -103,7 +107,6 @@ func (r *Reconciler) gatherWith(ctx context.Context, tc *fleetv1alpha1.TaskClaim
 		default:
 			w.worker = apiconv.Worker(wr)
 		}
-		registered <- w.worker
 		if !countOthers {
 			return nil
 		}
@@ -135,7 +138,7 @@ func (r *Reconciler) gatherWith(ctx context.Context, tc *fleetv1alpha1.TaskClaim
 		return nil
 	})
 	g.Go(func() error {
-		lease, err := lock(ctx, registered)
+		lease, err := lock(ctx)
 		w.lease = lease
 		return err
 	})

@@ -21,9 +21,8 @@ import (
 )
 
 // expectNothingTaken asserts that a refused claim left no lock and no Gitea record behind.
-// A claim refused on its re-read may have won the lock while it re-read (the lock is
-// taken alongside); it gives the lock back before its finalizer goes, so this waits for
-// that first.
+// A claim refused on its re-read has won the lock before it re-read (reserve comes
+// first); it gives the lock back before its finalizer goes, so this waits for that first.
 func expectNothingTaken(tc *fleetv1alpha1.TaskClaim) {
 	GinkgoHelper()
 	Eventually(func() []string { return fetch(tc).Finalizers }).Should(BeEmpty(), "the refused claim never finished")

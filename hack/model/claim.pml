@@ -198,7 +198,7 @@ top:
 			/* C3, the Lease half (claim.PrecheckClaim): the Lease is read first and a claim
 			 * it shows lost is refused at once, unless this claim already holds it (an
 			 * attempt cut short: AlreadyHeld, only a Get). The rest of C3, the re-read of
-			 * the target, runs alongside C4 and C5 and is decided after them (below). */
+			 * the target, which writes nothing, follows C4 and C5 (below). */
 			if
 			:: FOREIGN_LEASE(c, t) -> goto reject
 			:: !FOREIGN_LEASE(c, t) && lexists[t] && lholder[t] == c+1 -> skip
@@ -225,8 +225,8 @@ c5:
 			:: !fin[c] && !OBJ_OK(c) -> RELEASE(c, t); goto top
 			fi;
 			CRASHPT;
-			/* C3, the rest (claim.DecideClaim on the re-read of the target, which ran
-			 * alongside C4 and C5; its content_version guards C7, so it merges into C6):
+			/* C3, the rest (claim.DecideClaim on the re-read of the target, read after C4
+			 * and C5; its content_version guards C7, so it merges into C6):
 			 * a record of another claim in force refuses, and so may what the model does
 			 * not track (a stale target, the worker, another claim of the worker). A claim
 			 * refused here holds the Lease and the finalizer, and finishes at "final".
