@@ -207,7 +207,7 @@ for side in base head; do
   echo
   echo "== $side: lines that mention a ratio"
   for ((i = 1; i <= rounds; i++)); do
-    { grep -i 'ratio' -- "$outdir/$side.$i.txt" || true; } | { grep -v '^Benchmark' || true; } |
+    { grep -E '[Rr]atio [0-9]|[0-9]x \(|[0-9]x the' -- "$outdir/$side.$i.txt" || true; } | { grep -v '^Benchmark' || true; } |
       sed "s/^/$side.$i: /"
   done
 done
