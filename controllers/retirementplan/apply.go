@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -247,9 +249,9 @@ func (r *HostPlanReconciler) writeApplyStatus(ctx context.Context, plan *fleetv1
 	for _, p := range rep.Preserved {
 		preservedTotal.WithLabelValues("apply", p.ReasonCode).Inc()
 	}
-	kind := "Normal"
+	kind := corev1.EventTypeNormal
 	if !verdict.Succeeded {
-		kind = "Warning"
+		kind = corev1.EventTypeWarning
 	}
 	r.Recorder.Eventf(plan, nil, kind, verdict.Reason, "Apply", "Apply finished with outcome %s: %d retired, %d preserved", rep.Outcome, rep.RetiredCount, len(rep.Preserved))
 	return ctrl.Result{}, nil

@@ -18,14 +18,6 @@ func approver(a *fleetv1alpha1.RetirementApproval) authz.Subject {
 	return authz.Subject{User: a.ApprovedBy, Groups: a.ApprovedGroups}
 }
 
-// judgeApproval gathers what the verdict on a fleet plan's approval rests on and asks
-// retirement.JudgeApproval: the approval must repeat the plan's status exactly (see
-// Deps.judge for the rest).
-func (r *FleetPlanReconciler) judgeApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (retirement.ApprovalVerdict, error) {
-	facts := retirement.ApprovalFacts{PlanCreated: plan.CreationTimestamp.Time, Mismatch: approvalMismatch(plan)}
-	return r.judge(ctx, plan.Namespace, plan.Spec.Approval, facts)
-}
-
 // judgeApproval judges a host plan's recorded approval (status.hostApproval) again, as
 // the apply does before its first write and then periodically: the fleet plan must still
 // be Approved at its current generation with an approval that narrows to the recorded one

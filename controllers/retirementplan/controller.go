@@ -12,9 +12,11 @@
 // the host plans' status. Nothing of one runs inside the other's reconcile.
 //
 // Both ask internal/retirement for every decision (the plan, the approval verdict, the
-// apply decision, each row's recheck, the report) and only read and write: gather.go
-// reads the world, status.go and fleetstatus.go record the answers. Deps is what they
-// share; each reconciler owns its own state.
+// apply decision, each row's recheck, the report) and only read and write. A fleet plan's
+// pass reads its phase (phase.go), fans out (fleetsplit.go), reads what the step needs
+// (fleetobserve.go), decides its next status purely (fleetstatus.go) and writes it once
+// (fleetplan.go, record); a host plan's reads are in gather.go, its status setters in
+// status.go. Deps is what they share; each reconciler owns its own state.
 package retirementplan
 
 import (

@@ -3,8 +3,6 @@ package retirementplan
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +14,6 @@ import (
 	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/fleet"
-	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
@@ -181,91 +178,10 @@ func (r *Deps) listRegistrationsAt(ctx context.Context, namespace, resourceVersi
 	}
 }
 
-// viewMemo holds the newest view of a namespace's registrations a fan-out of this process
-// read, for the dry run of this manager's own host plan, which plans at that view's
-// resourceVersion: taken once, and dropped after viewMemoTTL if nobody takes it.
-type viewMemo struct {
-	mu            sync.Mutex
-	namespace, rv string
-	items         []fleetv1alpha1.WorkerRegistration
-	generation    uint64
-}
-
-// viewMemoTTL is how long a remembered view waits for its host plan's dry run.
-const viewMemoTTL = time.Minute
-
-func (m *viewMemo) keep(namespace, rv string, items []fleetv1alpha1.WorkerRegistration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.namespace, m.rv, m.items = namespace, rv, items
-	m.generation++
-	gen := m.generation
-	time.AfterFunc(viewMemoTTL, func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if m.generation == gen {
-			m.namespace, m.rv, m.items = "", "", nil
-		}
-	})
-}
-
-func (m *viewMemo) take(namespace, rv string) ([]fleetv1alpha1.WorkerRegistration, bool) {
-	if rv == "" {
-		return nil, false
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.items == nil || m.namespace != namespace || m.rv != rv {
-		return nil, false
-	}
-	items := m.items
-	m.namespace, m.rv, m.items = "", "", nil
-	m.generation++
-	return items, true
-}
-
 // snapshotOf summarises registrations already read, and publishes the figures as the
 // namespace's gauges.
 func (r *Deps) snapshotOf(namespace string, items []fleetv1alpha1.WorkerRegistration) *fleetv1alpha1.PostApply {
 	sum := fleet.Snapshot(apiconv.Members(items), r.Clock.Now())
 	recordSnapshot(namespace, sum)
 	return apiconv.Snapshot(sum)
-}
-
-// fanoutReads is what a fleet plan reads when it splits the namespace by host: every
-// registration, straight from the API server, the resourceVersion of that view, and
-// which hosts have an agent now.
-type fanoutReads struct {
-	items           []fleetv1alpha1.WorkerRegistration
-	resourceVersion string
-	hosts           hostagent.Hosts
-}
-
-func (r *FleetPlanReconciler) readFanout(ctx context.Context, namespace string) (fanoutReads, error) {
-	items, rv, err := r.listRegistrationsAt(ctx, namespace, "")
-	if err != nil {
-		return fanoutReads{}, err
-	}
-	hosts, err := hostagent.ListHosts(ctx, r.APIReader, r.AgentNamespace, r.Clock.Now())
-	if err != nil {
-		return fanoutReads{}, err
-	}
-	return fanoutReads{items: items, resourceVersion: rv, hosts: hosts}, nil
-}
-
-// hostPlans lists a fleet plan's host plans straight from the API server, by host id.
-// Only host plans the fleet plan controls count.
-func (r *Deps) hostPlans(ctx context.Context, parent *fleetv1alpha1.RetirementPlan) (map[string]*fleetv1alpha1.RetirementPlan, error) {
-	list := &fleetv1alpha1.RetirementPlanList{}
-	if err := r.APIReader.List(ctx, list, client.InNamespace(parent.Namespace), client.MatchingLabels{fleetv1alpha1.FleetPlanLabel: labelValue(parent.Name)}); err != nil {
-		return nil, fmt.Errorf("listing the host plans of %s: %w", parent.Name, err)
-	}
-	out := map[string]*fleetv1alpha1.RetirementPlan{}
-	for i := range list.Items {
-		c := &list.Items[i]
-		if ref := metav1.GetControllerOf(c); ref != nil && ref.UID == parent.UID && c.Spec.HostID != "" {
-			out[c.Spec.HostID] = c
-		}
-	}
-	return out, nil
 }

@@ -203,9 +203,8 @@ func (r *HostPlanReconciler) reconcileHost(ctx context.Context, key types.Namesp
 			return ctrl.Result{}, nil // the fleet plan's change enqueues this host plan again
 		}
 		plan.Status.HostApproval = a
-		conditions.Set(&plan.Status.Conditions, plan.Generation, fleetv1alpha1.ApprovedCondition, true,
-			fleetv1alpha1.ReasonApprovedThroughFleetPlan, "The fleet plan is Approved and covers this host plan's candidates")
-		setApplying(plan, "The fleet plan's approval covers this host plan; applying it")
+		conditions.Record(&plan.Status.Conditions, plan.Generation, ptr.To(applyingReadiness("The fleet plan's approval covers this host plan; applying it")),
+			conditions.Cond{Type: fleetv1alpha1.ApprovedCondition, True: true, Reason: fleetv1alpha1.ReasonApprovedThroughFleetPlan, Message: "The fleet plan is Approved and covers this host plan's candidates"})
 		if err := r.Status().Update(ctx, plan); err != nil {
 			return ctrl.Result{}, fmt.Errorf("recording the host plan's approval: %w", err)
 		}

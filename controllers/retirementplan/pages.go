@@ -54,11 +54,6 @@ func fleetLabelOf(plan *fleetv1alpha1.RetirementPlan) string {
 	return ""
 }
 
-// fleetPagesSelector lists every page of a fleet plan: its host plans' and its own.
-func fleetPagesSelector(plan *fleetv1alpha1.RetirementPlan) string {
-	return fleetv1alpha1.FleetPlanLabel + "=" + labelValue(plan.Name)
-}
-
 // writePages writes the plan's full candidates and preserved lists as RetirementPlanPages
 // owned by the plan, and removes pages of an earlier attempt that the lists no longer
 // fill. It runs before the plan's status is written, so a status that names its pages
@@ -189,12 +184,6 @@ type pageJob struct {
 // pageWriteBackoff retries a failed page write a few times, within seconds, before the
 // pages are given up.
 var pageWriteBackoff = wait.Backoff{Steps: 4, Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.1}
-
-// pagesPending says whether plan is planned and its pages are still to be written.
-func pagesPending(plan *fleetv1alpha1.RetirementPlan) bool {
-	c := meta.FindStatusCondition(plan.Status.Conditions, fleetv1alpha1.PagesReadyCondition)
-	return c != nil && c.Reason == fleetv1alpha1.ReasonWritingPages
-}
 
 // holdPages records, on a plan about to be written as planned, that its pages follow, and
 // keeps its verdicts for writePending.

@@ -3,7 +3,6 @@ package retirementplan
 import (
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -47,35 +46,32 @@ func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now ti
 	}
 }
 
-// approvalMismatch explains how spec.approval differs from the plan in status ("" when it
-// repeats it exactly).
-func approvalMismatch(plan *fleetv1alpha1.RetirementPlan) string {
-	s := plan.Status
-	return retirement.ApprovalMismatch(apiconv.Approval(plan.Spec.Approval), s.RegistryFingerprint, s.CandidateFingerprint, s.CandidateWorkerIdentities)
-}
-
-// setApproval records the approval verdict. An approved plan is applying until its report
-// is written: not Ready, Reconciling. One that is not approved is not Ready, and stalled
-// when the approval can never match, or Reconciling while it is looked at again.
-func setApproval(plan *fleetv1alpha1.RetirementPlan, v retirement.ApprovalVerdict) {
-	s := &plan.Status
-	conditions.Set(&s.Conditions, plan.Generation, fleetv1alpha1.ApprovedCondition, v.Approved, v.Reason, v.Message)
-	s.ObservedGeneration = plan.Generation
+// approvalReadiness is a plan's readiness after the verdict on its approval. An approved
+// plan is applying until its report is written: not Ready, Reconciling. One that is not
+// approved is not Ready, and stalled when the approval can never match, or Reconciling
+// while it is looked at again.
+func approvalReadiness(v retirement.ApprovalVerdict) conditions.Readiness {
 	if v.Approved {
-		setApplying(plan, "The approval matches the plan; applying it")
-		return
+		return applyingReadiness("The approval matches the plan; applying it")
 	}
-	conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Stalled: v.Final, Reconciling: !v.Final, Reason: v.Reason, Message: v.Message})
+	return conditions.Readiness{Stalled: v.Final, Reconciling: !v.Final, Reason: v.Reason, Message: v.Message}
 }
 
-// setApplying marks an approved plan as being applied until its report is written.
-func setApplying(plan *fleetv1alpha1.RetirementPlan, message string) {
-	conditions.SetReadiness(&plan.Status.Conditions, plan.Generation, conditions.Readiness{Reconciling: true, Reason: fleetv1alpha1.ReasonApplying, Message: message})
+// applyingReadiness is an approved plan's readiness until its report is written.
+func applyingReadiness(message string) conditions.Readiness {
+	return conditions.Readiness{Reconciling: true, Reason: fleetv1alpha1.ReasonApplying, Message: message}
 }
 
-// setApplyStatus records an apply report. A partial apply is never a clean one: Ready and
-// Applied say so, applyComplete is false, and applyPreserved names every row not retired.
+// setApplyStatus records an apply report (see recordApply).
 func setApplyStatus(plan *fleetv1alpha1.RetirementPlan, rep retirement.ApplyReport, v retirement.ApplyVerdict, post *fleetv1alpha1.PostApply, now metav1.Time) {
+	ready, conds := recordApply(plan, rep, v, post, now)
+	conditions.Record(&plan.Status.Conditions, plan.Generation, ready, conds...)
+}
+
+// recordApply writes an apply report's fields into status and returns the conditions it
+// sets. A partial apply is never a clean one: Ready and Applied say so, applyComplete is
+// false, and applyPreserved names every row not retired.
+func recordApply(plan *fleetv1alpha1.RetirementPlan, rep retirement.ApplyReport, v retirement.ApplyVerdict, post *fleetv1alpha1.PostApply, now metav1.Time) (*conditions.Readiness, []conditions.Cond) {
 	s := &plan.Status
 	s.Outcome = rep.Outcome
 	s.Success = ptr.To(v.Success)
@@ -89,20 +85,11 @@ func setApplyStatus(plan *fleetv1alpha1.RetirementPlan, rep retirement.ApplyRepo
 	s.ObservedGeneration = plan.Generation
 	s.ApplyComplete = v.Complete
 	s.Message = v.Message
-	conditions.Set(&s.Conditions, plan.Generation, fleetv1alpha1.AppliedCondition, v.Applied, v.Reason, v.Message)
+	conds := []conditions.Cond{{Type: fleetv1alpha1.AppliedCondition, True: v.Applied, Reason: v.Reason, Message: v.Message}}
 	if v.ApprovalOutdated {
 		// The approval named a registry or candidate set that is gone: it approves nothing now.
-		conditions.Set(&s.Conditions, plan.Generation, fleetv1alpha1.ApprovedCondition, false, v.Reason, "The approval no longer matches: "+v.Message)
+		conds = append(conds, conditions.Cond{Type: fleetv1alpha1.ApprovedCondition, Reason: v.Reason, Message: "The approval no longer matches: " + v.Message})
 	}
 	// An apply runs once: whatever did not succeed is final.
-	conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Ready: v.Succeeded, Stalled: !v.Succeeded, Reason: v.Reason, Message: v.Message})
-}
-
-// approvedNow says whether the plan's Approved condition is True for its current
-// generation: the one test of "this plan is approved" (a fleet plan's verdict, a host
-// plan's record of its fleet plan's, and the condition an apply's intent requires).
-// Approved is judged once per generation; the apply re-checks the approver as it goes.
-func approvedNow(plan *fleetv1alpha1.RetirementPlan) bool {
-	c := meta.FindStatusCondition(plan.Status.Conditions, fleetv1alpha1.ApprovedCondition)
-	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == plan.Generation
+	return &conditions.Readiness{Ready: v.Succeeded, Stalled: !v.Succeeded, Reason: v.Reason, Message: v.Message}, conds
 }

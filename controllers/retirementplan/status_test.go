@@ -71,9 +71,10 @@ func TestSetApproval(t *testing.T) {
 		}), "False", "True", "", "False"},
 	}
 	for _, tt := range tests {
-		plan := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Generation: 2}}
+		plan := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Generation: 2},
+			Spec: fleetv1alpha1.RetirementPlanSpec{Approval: &fleetv1alpha1.RetirementApproval{}}}
 		setPlanStatus(plan, retirement.Plan{Outcome: retirement.OutcomePlanned}, time.Unix(1700000000, 0))
-		setApproval(plan, tt.v)
+		plan = approve(plan, tt.v)
 		got := conditionsOf(plan, fleetv1alpha1.ReadyCondition, fleetv1alpha1.StalledCondition, fleetv1alpha1.ReconcilingCondition, fleetv1alpha1.ApprovedCondition)
 		if got[0] != tt.ready || got[1] != tt.stalled || got[2] != tt.reconciling || got[3] != tt.approve {
 			t.Errorf("%s: Ready, Stalled, Reconciling, Approved = %v, want %s, %q, %q, %s", tt.name, got, tt.ready, tt.stalled, tt.reconciling, tt.approve)
@@ -100,8 +101,10 @@ func TestSetApplyStatus(t *testing.T) {
 			Interrupted: true, Recovered: true}, "False", "True", "False", "True", false},
 	}
 	for _, tt := range tests {
-		plan := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Generation: 4}}
-		setApproval(plan, judge(func(*retirement.ApprovalFacts) {}))
+		plan := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Generation: 4},
+			Spec: fleetv1alpha1.RetirementPlanSpec{Approval: &fleetv1alpha1.RetirementApproval{}}}
+		setPlanStatus(plan, retirement.Plan{Outcome: retirement.OutcomePlanned}, time.Unix(1700000000, 0))
+		plan = approve(plan, judge(func(*retirement.ApprovalFacts) {}))
 		setApplyStatus(plan, tt.rep, retirement.JudgeApply(tt.rep), nil, metav1.Now())
 		got := conditionsOf(plan, fleetv1alpha1.ReadyCondition, fleetv1alpha1.StalledCondition, fleetv1alpha1.AppliedCondition,
 			fleetv1alpha1.ApprovedCondition, fleetv1alpha1.ReconcilingCondition)
@@ -113,4 +116,10 @@ func TestSetApplyStatus(t *testing.T) {
 			t.Errorf("%s: status = %+v", tt.name, s)
 		}
 	}
+}
+
+// approve is a planned fleet plan after the step that records the verdict v on its
+// approval, as the fleet reconciler decides it.
+func approve(plan *fleetv1alpha1.RetirementPlan, v retirement.ApprovalVerdict) *fleetv1alpha1.RetirementPlan {
+	return nextFleetStatus(plan, phaseOf(plan), fleetSeen{approval: &v}).next
 }

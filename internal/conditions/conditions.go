@@ -57,3 +57,22 @@ func SetReadiness(conds *[]metav1.Condition, generation int64, r Readiness) {
 		meta.RemoveStatusCondition(conds, fleetv1alpha1.ReconcilingCondition)
 	}
 }
+
+// Cond is one condition a decision sets: Record stamps it with the generation.
+type Cond struct {
+	Type string
+	// True is the condition's status (False otherwise).
+	True            bool
+	Reason, Message string
+}
+
+// Record sets each condition, then the readiness r (none when nil), all observed at
+// generation: a status decided as a whole is written by one call.
+func Record(conds *[]metav1.Condition, generation int64, r *Readiness, each ...Cond) {
+	for _, c := range each {
+		Set(conds, generation, c.Type, c.True, c.Reason, c.Message)
+	}
+	if r != nil {
+		SetReadiness(conds, generation, *r)
+	}
+}

@@ -59,3 +59,20 @@ func TestSetTruncatesLongMessages(t *testing.T) {
 		t.Fatalf("message length %d, want %d", got, maxMessage)
 	}
 }
+
+func TestRecordStampsEveryConditionAndLeavesReadinessAloneWhenNil(t *testing.T) {
+	conds := []metav1.Condition{{Type: fleetv1alpha1.ReadyCondition, Status: metav1.ConditionFalse, Reason: "Applying", Message: "now", ObservedGeneration: 2}}
+	Record(&conds, 3, nil, Cond{Type: "Approved", True: true, Reason: "Approved", Message: strings.Repeat("x", maxMessage+5)})
+	approved := meta.FindStatusCondition(conds, "Approved")
+	if approved == nil || approved.Status != metav1.ConditionTrue || approved.ObservedGeneration != 3 || len(approved.Message) != maxMessage {
+		t.Fatalf("Approved = %+v", approved)
+	}
+	if ready := meta.FindStatusCondition(conds, fleetv1alpha1.ReadyCondition); ready.Reason != "Applying" || ready.ObservedGeneration != 2 {
+		t.Fatalf("a nil readiness changed Ready: %+v", ready)
+	}
+	Record(&conds, 4, &Readiness{Stalled: true, Reason: "Refused", Message: "no"})
+	if ready := meta.FindStatusCondition(conds, fleetv1alpha1.ReadyCondition); ready.Reason != "Refused" || ready.ObservedGeneration != 4 ||
+		!meta.IsStatusConditionTrue(conds, fleetv1alpha1.StalledCondition) {
+		t.Fatalf("readiness not recorded: %+v", conds)
+	}
+}
