@@ -4,7 +4,9 @@
 // plans report; it creates host plans and reads them, and writes only fleet plans. A
 // host plan is HostPlanReconciler's (hostplan.go): only the agent holding its host's
 // Lease plans it, writes its pages (pages.go), records the fleet plan's approval narrowed
-// to its host and applies it exactly once (intent.go, apply.go); when that agent is lost,
+// to its host (hostapproval.go) and applies it exactly once: apply.go decides again,
+// intent.go records the single applier's intent, rows.go writes the rows and report.go
+// the report; when that agent is lost,
 // the host-plan reconciler of the fleet coordinator's manager stands in and closes it
 // (hostloss.go).
 //

@@ -229,13 +229,6 @@ func intCounts(m map[string]int32) map[string]int {
 	return out
 }
 
-// markHostPlan records on a freshly planned host plan that it is approved through its
-// fleet plan, never through its own spec.approval.
-func markHostPlan(plan *fleetv1alpha1.RetirementPlan) {
-	conditions.Set(&plan.Status.Conditions, plan.Generation, fleetv1alpha1.ApprovedCondition, false, fleetv1alpha1.ReasonAwaitingFleetApproval,
-		"A host plan is approved through its fleet plan: approve the fleet plan")
-}
-
 // equalStatus says whether two statuses are the same, so that nothing is written when
 // nothing changed.
 func equalStatus(a, b *fleetv1alpha1.RetirementPlanStatus) bool {

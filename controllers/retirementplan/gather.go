@@ -54,13 +54,14 @@ func (r *HostPlanReconciler) assess(ctx context.Context, plan *fleetv1alpha1.Ret
 	if err := r.APIReader.List(ctx, claims, client.InNamespace(plan.Namespace)); err != nil {
 		return world{}, fmt.Errorf("listing task claims (the workflow owners): %w", err)
 	}
+	probes := r.probeAll(ctx, items, plan.Spec.HostID)
 	rows := apiconv.Rows(items)
 	p := retirement.BuildPlan(retirement.Input{
 		Rows:                 rows,
 		CanonicalRepository:  retirement.CanonicalRepository(plan.Status.CanonicalRepository, plan.Spec.CanonicalRepository, r.Repository),
 		Now:                  r.Clock.Now(),
 		Host:                 r.Host,
-		Probes:               r.probeAll(ctx, items, plan.Spec.HostID),
+		Probes:               probes,
 		ActiveWorkflowOwners: claim.WorkflowOwners(apiconv.Holdings(claims.Items)),
 	})
 	if plan.Spec.HostID != "" {

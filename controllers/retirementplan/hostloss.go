@@ -135,7 +135,6 @@ func (r *HostPlanReconciler) planLostHost(ctx context.Context, plan *fleetv1alph
 	setPlanStatus(plan, p, r.Clock.Now())
 	markLost(plan, detail)
 	plan.Status.Pages = nil
-	markHostPlan(plan)
 	plan.Status.Snapshot = r.snapshotOf(plan.Namespace, items)
 	if err := r.Status().Update(ctx, plan); err != nil {
 		return fmt.Errorf("closing host plan %s: %w", plan.Name, err)

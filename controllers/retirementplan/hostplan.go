@@ -7,7 +7,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -170,6 +169,12 @@ func (r *HostPlanReconciler) reconcileHost(ctx context.Context, key types.Namesp
 	if err := r.APIReader.Get(ctx, key, plan); err != nil { // the newest state, not the cache's
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	return r.hostStep(ctx, plan)
+}
+
+// hostStep takes a host plan read from the API server one step on: its pending pages,
+// an apply in progress, the dry run, the approval's record, and the apply.
+func (r *HostPlanReconciler) hostStep(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
 	logger := log.FromContext(ctx).WithValues("RetirementPlan", klogRef(plan), "host", plan.Spec.HostID)
 	if pagesPending(plan) {
 		if err := r.writePending(ctx, plan); err != nil {
@@ -227,9 +232,6 @@ func (r *HostPlanReconciler) plan(ctx context.Context, plan *fleetv1alpha1.Retir
 	fresh.items = nil
 	setPlanStatus(plan, fresh.plan, r.Clock.Now())
 	plan.Status.RegistryResourceVersion = fresh.resourceVersion
-	if plan.Spec.HostID != "" {
-		markHostPlan(plan)
-	}
 	plan.Status.Snapshot = snapshot
 	// The verdicts are kept for the pages, which follow this write (writePending): the
 	// plan is planned, and can be approved, before every row is paged.
@@ -246,55 +248,4 @@ func (r *HostPlanReconciler) plan(ctx context.Context, plan *fleetv1alpha1.Retir
 	r.Recorder.Eventf(plan, nil, "Normal", fleetv1alpha1.ReasonPlanned, "Plan",
 		"Planned: %d candidate(s), %d preserved of %d assessed", p.CandidateCount, p.PreservedCount, p.AssessedCount)
 	return nil
-}
-
-// hostApproval is the approval a host plan applies with: its fleet plan's, narrowed to
-// this host: the same binding, approver and registry fingerprint (the whole namespace's),
-// the host plan's own candidate fingerprint, and the approved identities that are this
-// host plan's candidates. It is nil (nothing may be applied) unless the fleet plan is
-// Approved at its current generation and its hosts entry still carries this host plan's
-// candidate fingerprint; then the reason says why. The fleet plan is returned when it
-// could be read.
-func (r *HostPlanReconciler) hostApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (*fleetv1alpha1.RetirementApproval, *fleetv1alpha1.RetirementPlan, string) {
-	ref := metav1.GetControllerOf(plan)
-	if ref == nil || ref.Kind != kindRetirementPlan {
-		return nil, nil, "the host plan belongs to no fleet plan"
-	}
-	parent := &fleetv1alpha1.RetirementPlan{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: plan.Namespace, Name: ref.Name}, parent); err != nil {
-		return nil, nil, fmt.Sprintf("the fleet plan %s cannot be read: %v", ref.Name, err)
-	}
-	if parent.UID != ref.UID || parent.Spec.HostID != "" {
-		return nil, nil, fmt.Sprintf("%s is not the fleet plan this host plan was made for", ref.Name)
-	}
-	a := parent.Spec.Approval
-	if a == nil || !approvedNow(parent) {
-		return nil, parent, fmt.Sprintf("the fleet plan %s is not Approved at its current generation", parent.Name)
-	}
-	var entry *fleetv1alpha1.HostPlanStatus
-	for i := range parent.Status.Hosts {
-		if parent.Status.Hosts[i].HostID == plan.Spec.HostID {
-			entry = &parent.Status.Hosts[i]
-		}
-	}
-	if entry == nil || entry.Plan != plan.Name || entry.CandidateFingerprint == "" || entry.CandidateFingerprint != plan.Status.CandidateFingerprint {
-		return nil, parent, fmt.Sprintf("the fleet plan %s does not carry this host plan's candidate fingerprint for host %q", parent.Name, plan.Spec.HostID)
-	}
-	return &fleetv1alpha1.RetirementApproval{
-		Binding:              a.Binding,
-		RegistryFingerprint:  a.RegistryFingerprint,
-		CandidateFingerprint: plan.Status.CandidateFingerprint,
-		WorkerIdentities:     retirement.HostIdentities(a.WorkerIdentities, plan.Status.CandidateWorkerIdentities),
-		ApprovedBy:           a.ApprovedBy,
-		ApprovedGroups:       a.ApprovedGroups,
-	}, parent, ""
-}
-
-// retiredBy is what a retired row records as the plan that retired it: the fleet plan
-// the user acted on (for a host plan, its owner), as namespace/name.
-func (r *HostPlanReconciler) retiredBy(plan *fleetv1alpha1.RetirementPlan) string {
-	if ref := metav1.GetControllerOf(plan); plan.Spec.HostID != "" && ref != nil && ref.Kind == kindRetirementPlan {
-		return plan.Namespace + "/" + ref.Name
-	}
-	return plan.Namespace + "/" + plan.Name
 }

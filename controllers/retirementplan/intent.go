@@ -89,48 +89,18 @@ func (r *HostPlanReconciler) takeoverTimeout() time.Duration {
 	return r.TakeoverTimeout
 }
 
-// applyHold is an applier's hold on a plan: its id and the renewedAt it last wrote.
-// Nobody else writes renewedAt, so a plan that still shows both is still held by it (a
-// takeover, even by an applier of the same id, writes a new renewedAt).
-type applyHold struct {
-	applier   string
-	renewedAt metav1.MicroTime
-}
-
-// heldBy says whether plan still shows hold.
-func heldBy(plan *fleetv1alpha1.RetirementPlan, hold applyHold) bool {
-	p := plan.Status.ApplyProgress
-	return p != nil && p.State == retirement.ApplyInProgress && p.Applier == hold.applier && p.RenewedAt.Equal(&hold.renewedAt)
-}
-
 // applyInProgress says whether a plan records an apply that has not written its report.
 func applyInProgress(plan *fleetv1alpha1.RetirementPlan) bool {
 	p := plan.Status.ApplyProgress
 	return p != nil && p.State != retirement.ApplyFinished
 }
 
-// standBack records that this reconciler found the apply held by someone else (or
-// finished) at stage, and wrote nothing. It returns when to look again.
-func (r *HostPlanReconciler) standBack(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, stage string, d retirement.ApplierDecision) ctrl.Result {
-	refusedAppliersTotal.WithLabelValues(stage).Inc()
-	log.FromContext(ctx).Info("Another applier holds the apply; this one writes nothing", "stage", stage, "applier", r.applierID(), "detail", d.Detail)
-	r.Recorder.Eventf(plan, nil, "Normal", eventApplyInProgress, "Apply",
-		"Applier %s wrote nothing at %s: %s", r.applierID(), stage, d.Detail)
-	if d.Action == retirement.ApplierDone {
-		return ctrl.Result{}
-	}
-	after := d.After
-	if after <= 0 {
-		after = r.takeoverTimeout()
-	}
-	return ctrl.Result{RequeueAfter: after}
-}
-
 // recordIntent records, by compare-and-swap, that this applier starts the apply and will
-// write rows. It returns the hold, or nil and when to look again if another applier
-// started (or finished) first.
+// write rows. It returns the hold, or nil and the decision that made it stand back when
+// another applier started (or finished) first, or the plan is no longer an approved
+// plan awaiting its apply.
 // model: apply.pml step A3 (the intent, guarded by the plan's resourceVersion)
-func (r *HostPlanReconciler) recordIntent(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, rows []retirement.Row) (*applyHold, ctrl.Result, error) {
+func (r *HostPlanReconciler) recordIntent(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, rows []retirement.Row) (*retirement.Hold, retirement.ApplierDecision, error) {
 	intended := make([]string, 0, len(rows))
 	for _, row := range rows {
 		intended = append(intended, row.Name)
@@ -145,7 +115,7 @@ func (r *HostPlanReconciler) recordIntent(ctx context.Context, plan *fleetv1alph
 			if d.Action == retirement.ApplierStart { // the report is written, or the approval was withdrawn
 				d = retirement.ApplierDecision{Action: retirement.ApplierDone, Detail: "the plan is no longer an approved plan awaiting its apply"}
 			}
-			return nil, r.standBack(ctx, plan, "intent", d), nil
+			return nil, d, nil
 		}
 		plan.Status.ApplyProgress = &fleetv1alpha1.ApplyProgress{
 			State:         retirement.ApplyInProgress,
@@ -157,42 +127,15 @@ func (r *HostPlanReconciler) recordIntent(ctx context.Context, plan *fleetv1alph
 		}
 		err := r.Status().Update(ctx, plan)
 		if err == nil {
-			hold := applyHold{applier: me, renewedAt: plan.Status.ApplyProgress.RenewedAt}
+			hold := apiconv.Progress(plan.Status.ApplyProgress).Hold()
 			log.FromContext(ctx).Info("Recorded the apply's intent", "applier", me, "intended", len(intended))
-			return &hold, ctrl.Result{}, nil
+			return &hold, retirement.ApplierDecision{}, nil
 		}
 		if !apierrors.IsConflict(err) || attempt == maxCASAttempts {
-			return nil, ctrl.Result{}, fmt.Errorf("recording the apply's intent: %w", err)
+			return nil, retirement.ApplierDecision{}, fmt.Errorf("recording the apply's intent: %w", err)
 		}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(plan), plan); err != nil {
-			return nil, ctrl.Result{}, fmt.Errorf("re-reading the plan to record the apply's intent: %w", err)
-		}
-	}
-}
-
-// errHoldLost is a renewal's answer when the re-read plan shows another hold.
-var errHoldLost = errors.New("another applier holds the apply")
-
-// renew writes a new renewedAt (and retiredSoFar) while the plan still shows hold, and
-// returns the new hold. errHoldLost means another applier holds the plan now.
-// model: apply.pml step A5 (the renewal; losing it stops the applier)
-func (r *HostPlanReconciler) renew(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, hold applyHold, retiredSoFar int) (applyHold, error) {
-	for attempt := 1; ; attempt++ {
-		if !heldBy(plan, hold) {
-			return hold, errHoldLost
-		}
-		p := plan.Status.ApplyProgress
-		p.RenewedAt = metav1.NewMicroTime(r.Clock.Now())
-		p.RetiredSoFar = int32(retiredSoFar)
-		err := r.Status().Update(ctx, plan)
-		if err == nil {
-			return applyHold{applier: hold.applier, renewedAt: plan.Status.ApplyProgress.RenewedAt}, nil
-		}
-		if !apierrors.IsConflict(err) || attempt == maxCASAttempts {
-			return hold, fmt.Errorf("renewing the apply's hold: %w", err)
-		}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(plan), plan); err != nil {
-			return hold, fmt.Errorf("re-reading the plan to renew the apply's hold: %w", err)
+			return nil, retirement.ApplierDecision{}, fmt.Errorf("re-reading the plan to record the apply's intent: %w", err)
 		}
 	}
 }
@@ -229,7 +172,7 @@ func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha
 			return ctrl.Result{}, fmt.Errorf("re-reading the plan to take over the apply: %w", err)
 		}
 	}
-	hold := applyHold{applier: me, renewedAt: plan.Status.ApplyProgress.RenewedAt}
+	hold := apiconv.Progress(plan.Status.ApplyProgress).Hold()
 	takeoversTotal.Inc()
 	log.FromContext(ctx).Info("Took over an interrupted apply; completing its report from the rows", "applier", me, "from", from)
 	r.Recorder.Eventf(plan, nil, "Warning", eventApplyTakenOver, "Apply",
@@ -246,7 +189,7 @@ func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha
 	rep := retirement.CompleteInterrupted(retirement.Interrupted{
 		Progress:  apiconv.Progress(plan.Status.ApplyProgress),
 		Requested: requested,
-		PlanRef:   r.retiredBy(plan), // what the rows carry in retiredBy
+		PlanRef:   retiredBy(plan), // what the rows carry in retiredBy
 		Rows:      apiconv.Rows(items),
 	})
 	log.FromContext(ctx).Info("Completed an interrupted apply", "outcome", rep.Outcome, "retired", rep.RetiredCount)

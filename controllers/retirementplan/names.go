@@ -3,6 +3,10 @@ package retirementplan
 import (
 	"crypto/sha256"
 	"encoding/hex"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 )
 
 // How plans and their labels are named: deterministic, so every agent names alike.
@@ -41,4 +45,13 @@ func HostPlanName(parent, hostID string) string {
 		return parent + suffix
 	}
 	return parent[:253-len(suffix)-9] + "-" + shortHash(parent, 8) + suffix
+}
+
+// retiredBy is what a retired row records as the plan that retired it: the fleet plan
+// the user acted on (for a host plan, its owner), as namespace/name.
+func retiredBy(plan *fleetv1alpha1.RetirementPlan) string {
+	if ref := metav1.GetControllerOf(plan); plan.Spec.HostID != "" && ref != nil && ref.Kind == kindRetirementPlan {
+		return plan.Namespace + "/" + ref.Name
+	}
+	return plan.Namespace + "/" + plan.Name
 }

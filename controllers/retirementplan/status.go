@@ -12,7 +12,8 @@ import (
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 
-// setPlanStatus writes a dry-run plan into status.
+// setPlanStatus writes a dry-run plan into status, with its readiness and, for a plan
+// not yet approved, why.
 func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now time.Time) {
 	listing := retirement.ListPlan(p)
 	s := &plan.Status
@@ -40,10 +41,18 @@ func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now ti
 	s.PlannedAt = ptr.To(metav1.NewTime(now))
 	s.ObservedGeneration = plan.Generation
 	s.Message = listing.Message
-	conditions.SetReadiness(&s.Conditions, plan.Generation, conditions.Readiness{Ready: true, Reason: fleetv1alpha1.ReasonPlanned, Message: s.Message})
-	if plan.Spec.Approval == nil {
-		conditions.Set(&s.Conditions, plan.Generation, fleetv1alpha1.ApprovedCondition, false, fleetv1alpha1.ReasonAwaitingApproval, "spec.approval is not set")
+	var approval []conditions.Cond
+	switch {
+	case plan.Spec.HostID != "":
+		// A host plan is approved through its fleet plan, never through its own
+		// spec.approval.
+		approval = append(approval, conditions.Cond{Type: fleetv1alpha1.ApprovedCondition, Reason: fleetv1alpha1.ReasonAwaitingFleetApproval,
+			Message: "A host plan is approved through its fleet plan: approve the fleet plan"})
+	case plan.Spec.Approval == nil:
+		approval = append(approval, conditions.Cond{Type: fleetv1alpha1.ApprovedCondition, Reason: fleetv1alpha1.ReasonAwaitingApproval,
+			Message: "spec.approval is not set"})
 	}
+	conditions.Record(&s.Conditions, plan.Generation, &conditions.Readiness{Ready: true, Reason: fleetv1alpha1.ReasonPlanned, Message: s.Message}, approval...)
 }
 
 // approvalReadiness is a plan's readiness after the verdict on its approval. An approved
