@@ -215,6 +215,40 @@ var _ = Describe("RetirementPlan approvers: who approved is what admission saw",
 		expectActive(b, c)
 	})
 
+	It("retires nothing when the approver lost the verb between the fleet plan's verdict and the host plan's apply", func() {
+		ns := newNamespace()
+		a, b := eligible(ns, "a"), eligible(ns, "b")
+		rb := bind(ns, "erin", "fleet-retirement-approver")
+		p := newPlanObj(ns, "direct-lapsed")
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		r := newPlanReconciler(k8sClient, k8sClient, prober)
+		p = reconcilePlan(r, p)
+		approveEventually(impersonating("erin"), p)
+
+		By("the fleet plan judges the approval while erin holds the verb")
+		_, err := r.fleet.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		Expect(meta.IsStatusConditionTrue(p.Status.Conditions, fleetv1alpha1.ApprovedCondition)).To(BeTrue())
+
+		By("erin loses the verb before the host plan applies")
+		Expect(k8sClient.Delete(ctx, rb)).To(Succeed())
+		Eventually(func() bool {
+			ok, _, err := r.Approvers.CanApprove(ctx, authz.Subject{User: "erin", Groups: []string{"system:authenticated"}}, ns)
+			return err == nil && !ok
+		}).Should(BeTrue())
+		hp := hostPlanOf(p)
+		_, err = r.HostPlanReconciler.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(hp)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(hp), hp)).To(Succeed())
+		Expect(hp.Status.HostApproval).NotTo(BeNil(), "the host plan recorded its fleet plan's approval")
+		Expect(hp.Status.Outcome).To(Equal(retirement.OutcomeTransactionFailed))
+		Expect(hp.Status.Retired).To(BeEmpty())
+		Expect(hp.Status.ApplyProgress).To(BeNil(), "refused before the intent: no apply started")
+		Expect(hp.Status.Message).To(ContainSubstring("no longer honoured"))
+		expectActive(a, b)
+	})
+
 	It("looks at an unauthorized approver again with a growing interval and warns once", func() {
 		ns := newNamespace()
 		a := eligible(ns, "a")
