@@ -3,14 +3,13 @@ package retirementplan
 import (
 	"context"
 
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 
-// An apply of an approved host plan runs in layers, each in its own file, in this order:
+// An apply of an approved host plan (hostStep, hostplan.go) runs in layers, each in its
+// own file, in this order:
 //
 //   - apply (this file) re-reads everything the decision rests on (the fence, the
 //     registrations, the recorded approval) and decides again; everything refused here
@@ -20,7 +19,8 @@ import (
 //   - retireRows (rows.go) writes the rows, each guarded by its resourceVersion, renewing
 //     the hold as it goes;
 //   - finish (report.go) writes the report, once and by the holder only, or records that
-//     this applier stood back for another.
+//     this applier stood back for another. A takeover (settleApply, intent.go) ends there
+//     too.
 
 // applyRun is what one apply attempt did.
 type applyRun struct {
@@ -31,7 +31,9 @@ type applyRun struct {
 	hold *retirement.Hold
 	// stoodBack is set when another applier holds (or finished) the apply: this attempt
 	// wrote nothing and writes no report.
-	stoodBack *retirement.ApplierDecision
+	stoodBack *standing
+	// settled is set when the apply turned out finished already: nothing to do.
+	settled bool
 	// halt is set when the attempt stopped without a report: its intent could not be
 	// recorded (nothing was written), the AfterWrite seam abandoned it
 	// (ErrApplyAbandoned), or its hold was lost or could not be renewed. After the intent,
@@ -39,13 +41,10 @@ type applyRun struct {
 	halt error
 }
 
-// applyApproved runs the apply of an approved plan and records its report.
-func (r *HostPlanReconciler) applyApproved(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
-	run := r.apply(ctx, plan)
-	if run.halt != nil {
-		return ctrl.Result{}, run.halt
-	}
-	return r.finish(ctx, plan, run)
+// standing says at which stage an applier stood back for another, and why.
+type standing struct {
+	stage    string
+	decision retirement.ApplierDecision
 }
 
 // apply re-reads everything, re-decides, records its intent, and retires each surviving
@@ -87,7 +86,7 @@ func (r *HostPlanReconciler) apply(ctx context.Context, plan *fleetv1alpha1.Reti
 	case err != nil: // nothing was written; the next attempt starts afresh
 		return applyRun{halt: err}
 	case hold == nil:
-		return applyRun{stoodBack: &d}
+		return applyRun{stoodBack: &standing{stage: "intent", decision: d}}
 	}
 	w := r.retireRows(ctx, plan, ref, hold, fresh.items, decision.Retire, fence)
 	if w.halt != nil {

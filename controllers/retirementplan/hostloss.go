@@ -95,7 +95,8 @@ func (r *HostPlanReconciler) reconcileLost(ctx context.Context, key types.Namesp
 		return ctrl.Result{RequeueAfter: max(verdict.RecheckAt.Sub(now), time.Second)}, nil
 	case retirement.LostHostSettleApply:
 		// Crash-safe as ever: wait out the hold, then complete the report from the rows.
-		return r.settleApply(ctx, plan)
+		run := r.settleApply(ctx, plan)
+		return r.finish(ctx, plan, run)
 	case retirement.LostHostClosePlan:
 		logger.Info("The host's agent is gone before planning; its rows are preserved", "detail", detail)
 		if err := r.planLostHost(ctx, plan, detail); err != nil {
@@ -117,8 +118,10 @@ func (r *HostPlanReconciler) reconcileLost(ctx context.Context, key types.Namesp
 	return ctrl.Result{}, nil
 }
 
-func markLost(plan *fleetv1alpha1.RetirementPlan, detail string) {
-	conditions.Set(&plan.Status.Conditions, plan.Generation, conditionHostAgentLost, true, eventHostAgentLost, detail)
+// lostCondition is the HostAgentLost condition a host plan closed for a lost agent
+// carries, saying why.
+func lostCondition(detail string) conditions.Cond {
+	return conditions.Cond{Type: conditionHostAgentLost, True: true, Reason: eventHostAgentLost, Message: detail}
 }
 
 // planLostHost writes the dry run of a host plan whose host lost its agent before
@@ -132,8 +135,7 @@ func (r *HostPlanReconciler) planLostHost(ctx context.Context, plan *fleetv1alph
 	}
 	canonical := retirement.CanonicalRepository(plan.Status.CanonicalRepository, plan.Spec.CanonicalRepository, r.Repository)
 	p := retirement.LostHostPlan(apiconv.Rows(items), plan.Spec.HostID, canonical, detail)
-	setPlanStatus(plan, p, r.Clock.Now())
-	markLost(plan, detail)
+	setPlanStatus(plan, p, r.Clock.Now(), lostCondition(detail))
 	plan.Status.Pages = nil
 	plan.Status.Snapshot = r.snapshotOf(plan.Namespace, items)
 	if err := r.Status().Update(ctx, plan); err != nil {

@@ -176,46 +176,51 @@ func (r *HostPlanReconciler) reconcileHost(ctx context.Context, key types.Namesp
 // an apply in progress, the dry run, the approval's record, and the apply.
 func (r *HostPlanReconciler) hostStep(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
 	logger := log.FromContext(ctx).WithValues("RetirementPlan", klogRef(plan), "host", plan.Spec.HostID)
-	if pagesPending(plan) {
+	ph := hostPhaseOf(plan)
+	if ph.pagesPending {
 		if err := r.writePending(ctx, plan); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	// An apply recorded as in progress: wait for its holder, or take over a lapsed hold
-	// and complete the report from the rows (intent.go). Nothing else touches such a plan.
-	if applyInProgress(plan) {
-		return r.settleApply(ctx, plan)
-	}
-	if plan.Status.Outcome != "" && plan.Status.Outcome != retirement.OutcomePlanned {
+	var run applyRun
+	switch {
+	case ph.applying:
+		// An apply recorded as in progress: wait for its holder, or take over a lapsed
+		// hold and complete the report from the rows (intent.go). Nothing else touches
+		// such a plan.
+		run = r.settleApply(ctx, plan)
+	case plan.Status.Outcome != "" && plan.Status.Outcome != retirement.OutcomePlanned:
 		return ctrl.Result{}, nil
+	default:
+		if plan.Status.Outcome == "" {
+			if err := r.plan(ctx, plan); err != nil {
+				return ctrl.Result{}, err
+			}
+			logger.Info("Planned host plan", "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
+			if err := r.writePending(ctx, plan); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		// The host plan records, once, that it is approved and the fleet plan's approval
+		// narrowed to this host, before its apply records its intent: the intent is
+		// written only on a plan whose stored status says Approved, and the apply decides
+		// on the recorded approval.
+		if !ph.approved {
+			a, _, _ := r.hostApproval(ctx, plan)
+			if a == nil {
+				return ctrl.Result{}, nil // the fleet plan's change enqueues this host plan again
+			}
+			plan.Status.HostApproval = a
+			conditions.Record(&plan.Status.Conditions, plan.Generation, ptr.To(applyingReadiness("The fleet plan's approval covers this host plan; applying it")),
+				conditions.Cond{Type: fleetv1alpha1.ApprovedCondition, True: true, Reason: fleetv1alpha1.ReasonApprovedThroughFleetPlan, Message: "The fleet plan is Approved and covers this host plan's candidates"})
+			if err := r.Status().Update(ctx, plan); err != nil {
+				return ctrl.Result{}, fmt.Errorf("recording the host plan's approval: %w", err)
+			}
+		}
+		logger.Info("Applying host plan")
+		run = r.apply(ctx, plan) // apply.go: decide again, intent, guarded row writes
 	}
-	if plan.Status.Outcome == "" {
-		if err := r.plan(ctx, plan); err != nil {
-			return ctrl.Result{}, err
-		}
-		logger.Info("Planned host plan", "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
-		if err := r.writePending(ctx, plan); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	// The host plan records, once, that it is approved and the fleet plan's approval
-	// narrowed to this host, before its apply records its intent: the intent is written
-	// only on a plan whose stored status says Approved, and the apply decides on the
-	// recorded approval.
-	if !approvedNow(plan) {
-		a, _, _ := r.hostApproval(ctx, plan)
-		if a == nil {
-			return ctrl.Result{}, nil // the fleet plan's change enqueues this host plan again
-		}
-		plan.Status.HostApproval = a
-		conditions.Record(&plan.Status.Conditions, plan.Generation, ptr.To(applyingReadiness("The fleet plan's approval covers this host plan; applying it")),
-			conditions.Cond{Type: fleetv1alpha1.ApprovedCondition, True: true, Reason: fleetv1alpha1.ReasonApprovedThroughFleetPlan, Message: "The fleet plan is Approved and covers this host plan's candidates"})
-		if err := r.Status().Update(ctx, plan); err != nil {
-			return ctrl.Result{}, fmt.Errorf("recording the host plan's approval: %w", err)
-		}
-	}
-	logger.Info("Applying host plan")
-	return r.applyApproved(ctx, plan) // apply.go: intent, guarded row writes, report
+	return r.finish(ctx, plan, run) // report.go: the report, or standing back
 }
 
 func klogRef(p *fleetv1alpha1.RetirementPlan) string { return p.Namespace + "/" + p.Name }
@@ -230,11 +235,12 @@ func (r *HostPlanReconciler) plan(ctx context.Context, plan *fleetv1alpha1.Retir
 	// pages are written, the plan's largest allocations.
 	snapshot := r.snapshotOf(plan.Namespace, fresh.items)
 	fresh.items = nil
-	setPlanStatus(plan, fresh.plan, r.Clock.Now())
+	// The plan records that its pages follow this write (writePending): it is planned,
+	// and can be approved, before every row is paged.
+	setPlanStatus(plan, fresh.plan, r.Clock.Now(), conditions.Cond{Type: fleetv1alpha1.PagesReadyCondition, Reason: fleetv1alpha1.ReasonWritingPages,
+		Message: fmt.Sprintf("Writing the pages of %d candidate(s) and %d preserved row(s)", fresh.plan.CandidateCount, fresh.plan.PreservedCount)})
 	plan.Status.RegistryResourceVersion = fresh.resourceVersion
 	plan.Status.Snapshot = snapshot
-	// The verdicts are kept for the pages, which follow this write (writePending): the
-	// plan is planned, and can be approved, before every row is paged.
 	r.holdPages(plan, fresh.plan)
 	if err := r.Status().Update(ctx, plan); err != nil { // guarded by the resourceVersion read above
 		r.forgetPages(client.ObjectKeyFromObject(plan))

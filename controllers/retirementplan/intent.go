@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -89,12 +88,6 @@ func (r *HostPlanReconciler) takeoverTimeout() time.Duration {
 	return r.TakeoverTimeout
 }
 
-// applyInProgress says whether a plan records an apply that has not written its report.
-func applyInProgress(plan *fleetv1alpha1.RetirementPlan) bool {
-	p := plan.Status.ApplyProgress
-	return p != nil && p.State != retirement.ApplyFinished
-}
-
 // recordIntent records, by compare-and-swap, that this applier starts the apply and will
 // write rows. It returns the hold, or nil and the decision that made it stand back when
 // another applier started (or finished) first, or the plan is no longer an approved
@@ -140,22 +133,22 @@ func (r *HostPlanReconciler) recordIntent(ctx context.Context, plan *fleetv1alph
 	}
 }
 
-// settleApply handles a plan whose apply is in progress: it waits while the hold is
-// fresh, and takes a lapsed hold over and completes the report from the rows. It writes
-// no row.
+// settleApply looks at a plan whose apply is in progress: it stands back while the hold
+// is fresh, and takes a lapsed hold over and completes the report from the rows, writing
+// no row. finish (report.go) then records either.
 // model: apply.pml steps A0 (wait for a fresh hold) and T1-T3 (take over a lapsed one,
 // read the rows, write the report; no row write)
-func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
-	me := r.applierID()
+func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) applyRun {
+	me, ref := r.applierID(), retiredBy(plan)
 	var from string
 	for attempt := 1; ; attempt++ {
 		d := retirement.DecideApplier(apiconv.Progress(plan.Status.ApplyProgress), me, r.Clock.Now(), r.takeoverTimeout())
 		switch d.Action {
 		case retirement.ApplierWait:
-			return r.standBack(ctx, plan, "wait", d), nil
+			return applyRun{stoodBack: &standing{stage: "wait", decision: d}}
 		case retirement.ApplierTakeOver:
 		default: // finished (or cleared) since the cached read: nothing to do here
-			return ctrl.Result{}, nil
+			return applyRun{settled: true}
 		}
 		p := plan.Status.ApplyProgress
 		from = p.Applier
@@ -166,13 +159,14 @@ func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha
 			break
 		}
 		if !apierrors.IsConflict(err) || attempt == maxCASAttempts {
-			return ctrl.Result{}, fmt.Errorf("taking over the apply: %w", err)
+			return applyRun{halt: fmt.Errorf("taking over the apply: %w", err)}
 		}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(plan), plan); err != nil {
-			return ctrl.Result{}, fmt.Errorf("re-reading the plan to take over the apply: %w", err)
+			return applyRun{halt: fmt.Errorf("re-reading the plan to take over the apply: %w", err)}
 		}
 	}
-	hold := apiconv.Progress(plan.Status.ApplyProgress).Hold()
+	progress := apiconv.Progress(plan.Status.ApplyProgress)
+	hold := progress.Hold()
 	takeoversTotal.Inc()
 	log.FromContext(ctx).Info("Took over an interrupted apply; completing its report from the rows", "applier", me, "from", from)
 	r.Recorder.Eventf(plan, nil, "Warning", eventApplyTakenOver, "Apply",
@@ -180,18 +174,17 @@ func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha
 
 	items, err := r.listRegistrations(ctx, plan.Namespace)
 	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("reading the intended rows of an interrupted apply: %w", err)
+		return applyRun{halt: fmt.Errorf("reading the intended rows of an interrupted apply: %w", err)}
 	}
 	var requested []string
 	if a := plan.Status.HostApproval; a != nil {
 		requested = a.WorkerIdentities
 	}
 	rep := retirement.CompleteInterrupted(retirement.Interrupted{
-		Progress:  apiconv.Progress(plan.Status.ApplyProgress),
+		Progress:  progress,
 		Requested: requested,
-		PlanRef:   retiredBy(plan), // what the rows carry in retiredBy
+		PlanRef:   ref, // what the rows carry in retiredBy
 		Rows:      apiconv.Rows(items),
 	})
-	log.FromContext(ctx).Info("Completed an interrupted apply", "outcome", rep.Outcome, "retired", rep.RetiredCount)
-	return r.writeApplyStatus(ctx, plan, rep, r.snapshotOf(plan.Namespace, items), &hold, "")
+	return applyRun{report: rep, post: r.snapshotOf(plan.Namespace, items), hold: &hold}
 }

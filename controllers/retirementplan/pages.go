@@ -185,12 +185,10 @@ type pageJob struct {
 // pages are given up.
 var pageWriteBackoff = wait.Backoff{Steps: 4, Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.1}
 
-// holdPages records, on a plan about to be written as planned, that its pages follow, and
-// keeps its verdicts for writePending.
+// holdPages keeps, for writePending, the verdicts of a plan about to be written as
+// planned (its PagesReady says the pages are being written), and clears its pages.
 func (r *HostPlanReconciler) holdPages(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan) {
 	plan.Status.Pages = nil
-	conditions.Set(&plan.Status.Conditions, plan.Generation, fleetv1alpha1.PagesReadyCondition, false, fleetv1alpha1.ReasonWritingPages,
-		fmt.Sprintf("Writing the pages of %d candidate(s) and %d preserved row(s)", p.CandidateCount, p.PreservedCount))
 	r.pendingPages.Store(client.ObjectKeyFromObject(plan), pageJob{uid: plan.UID, plannedAt: plan.Status.PlannedAt.Rfc3339Copy().Time, candidateFingerprint: p.CandidateFingerprint, plan: p})
 }
 

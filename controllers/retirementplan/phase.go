@@ -72,3 +72,26 @@ func approvalMismatch(plan *fleetv1alpha1.RetirementPlan) string {
 	s := plan.Status
 	return retirement.ApprovalMismatch(apiconv.Approval(plan.Spec.Approval), s.RegistryFingerprint, s.CandidateFingerprint, s.CandidateWorkerIdentities)
 }
+
+// applyInProgress says whether a plan records an apply that has not written its report.
+func applyInProgress(plan *fleetv1alpha1.RetirementPlan) bool {
+	p := plan.Status.ApplyProgress
+	return p != nil && p.State != retirement.ApplyFinished
+}
+
+// hostPhase is where a host plan stands, read once at the start of its step: the step's
+// later checks go by the same reading.
+type hostPhase struct {
+	// pagesPending: planned, and its pages are still being written.
+	pagesPending bool
+	// applying: an apply recorded its intent and has not written its report.
+	applying bool
+	// approved: Approved is True at the plan's generation (the fleet plan's approval is
+	// recorded on it).
+	approved bool
+}
+
+// hostPhaseOf reads a host plan's phase.
+func hostPhaseOf(plan *fleetv1alpha1.RetirementPlan) hostPhase {
+	return hostPhase{pagesPending: pagesPending(plan), applying: applyInProgress(plan), approved: approvedNow(plan)}
+}

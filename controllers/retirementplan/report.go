@@ -13,17 +13,23 @@ import (
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
+	"github.com/giteatools/fleet-controller/internal/conditions"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 
-// The apply's report (the last layer of applyApproved, apply.go, and of a takeover,
+// The apply's report (the last layer of a host plan's apply, apply.go, and of a takeover,
 // intent.go): written once, by the holder of the apply only.
 
-// finish ends an apply attempt that did not halt: it records that this applier stood
-// back for another, or writes the report.
+// finish ends an apply attempt or a takeover: it returns a halt as the reconcile's error,
+// records that this applier stood back for another, or writes the report.
 func (r *HostPlanReconciler) finish(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, run applyRun) (ctrl.Result, error) {
-	if run.stoodBack != nil {
-		return r.standBack(ctx, plan, "intent", *run.stoodBack), nil
+	switch {
+	case run.halt != nil:
+		return ctrl.Result{}, run.halt
+	case run.settled:
+		return ctrl.Result{}, nil
+	case run.stoodBack != nil:
+		return r.standBack(ctx, plan, run.stoodBack.stage, run.stoodBack.decision), nil
 	}
 	log.FromContext(ctx).Info("Applied", "outcome", run.report.Outcome, "retired", run.report.RetiredCount, "interrupted", run.report.Interrupted)
 	return r.writeApplyStatus(ctx, plan, run.report, run.post, run.hold, "")
@@ -55,10 +61,11 @@ func (r *HostPlanReconciler) writeApplyStatus(ctx context.Context, plan *fleetv1
 			return r.standBack(ctx, plan, "report", d), nil
 		}
 		// model: apply.pml step A9 (the report, written by the holder only)
-		setApplyStatus(plan, rep, verdict, post, now)
+		var more []conditions.Cond
 		if lost != "" {
-			markLost(plan, lost)
+			more = append(more, lostCondition(lost))
 		}
+		setApplyStatus(plan, rep, verdict, post, now, more...)
 		if hold != nil {
 			p := plan.Status.ApplyProgress
 			p.State, p.RenewedAt = retirement.ApplyFinished, metav1.NewMicroTime(now.Time)

@@ -14,9 +14,10 @@ import (
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 
-// The row writes of an apply (the third layer of applyApproved, apply.go): each row the
-// decision retires is written with a resourceVersion-guarded update, after the fence and
-// the row's liveness are checked once more, while the apply's hold is renewed as it goes.
+// The row writes of an apply (the third layer of a host plan's apply, apply.go): each row
+// the decision retires is written with a resourceVersion-guarded update, after the fence
+// and the row's liveness are checked once more, while the apply's hold is renewed as it
+// goes.
 
 // errHoldLost is a renewal's answer when the re-read plan shows another hold.
 var errHoldLost = errors.New("another applier holds the apply")

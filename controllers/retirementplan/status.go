@@ -12,9 +12,9 @@ import (
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 
-// setPlanStatus writes a dry-run plan into status, with its readiness and, for a plan
-// not yet approved, why.
-func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now time.Time) {
+// setPlanStatus writes a dry-run plan into status, with its readiness, for a plan not yet
+// approved why, and the caller's further conditions (a host plan's PagesReady).
+func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now time.Time, more ...conditions.Cond) {
 	listing := retirement.ListPlan(p)
 	s := &plan.Status
 	s.Outcome = p.Outcome
@@ -52,7 +52,7 @@ func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now ti
 		approval = append(approval, conditions.Cond{Type: fleetv1alpha1.ApprovedCondition, Reason: fleetv1alpha1.ReasonAwaitingApproval,
 			Message: "spec.approval is not set"})
 	}
-	conditions.Record(&s.Conditions, plan.Generation, &conditions.Readiness{Ready: true, Reason: fleetv1alpha1.ReasonPlanned, Message: s.Message}, approval...)
+	conditions.Record(&s.Conditions, plan.Generation, &conditions.Readiness{Ready: true, Reason: fleetv1alpha1.ReasonPlanned, Message: s.Message}, append(approval, more...)...)
 }
 
 // approvalReadiness is a plan's readiness after the verdict on its approval. An approved
@@ -72,9 +72,10 @@ func applyingReadiness(message string) conditions.Readiness {
 }
 
 // setApplyStatus records an apply report (see recordApply).
-func setApplyStatus(plan *fleetv1alpha1.RetirementPlan, rep retirement.ApplyReport, v retirement.ApplyVerdict, post *fleetv1alpha1.PostApply, now metav1.Time) {
+func setApplyStatus(plan *fleetv1alpha1.RetirementPlan, rep retirement.ApplyReport, v retirement.ApplyVerdict, post *fleetv1alpha1.PostApply, now metav1.Time,
+	more ...conditions.Cond) {
 	ready, conds := recordApply(plan, rep, v, post, now)
-	conditions.Record(&plan.Status.Conditions, plan.Generation, ready, conds...)
+	conditions.Record(&plan.Status.Conditions, plan.Generation, ready, append(conds, more...)...)
 }
 
 // recordApply writes an apply report's fields into status and returns the conditions it
