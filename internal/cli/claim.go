@@ -52,18 +52,24 @@ type claimRequest struct {
 	timeout time.Duration
 }
 
+// The words a worker names a target's kind with (aliases aside): the MCP tools' enum.
+const (
+	kindWordIssue = "issue"
+	kindWordPR    = "pr"
+)
+
 // parseClaimArgs reads `issue N` or `pr N`.
 func parseClaimArgs(args []string, head string) (kind string, number int64, err error) {
 	if len(args) != 2 {
 		return "", 0, usageErrorf("expected: claim issue N | claim pr N [--head SHA]")
 	}
 	switch strings.ToLower(args[0]) {
-	case "issue", "issues":
+	case kindWordIssue, "issues":
 		kind = fleetv1alpha1.TargetKindIssue
 		if head != "" {
 			return "", 0, usageErrorf("--head applies to pull requests only")
 		}
-	case "pr", "pull", "pullrequest", "pull-request":
+	case kindWordPR, "pull", "pullrequest", "pull-request":
 		kind = fleetv1alpha1.TargetKindPullRequest
 	default:
 		return "", 0, usageErrorf("unknown target kind %q: use issue or pr", args[0])
@@ -92,9 +98,9 @@ func (o *Options) worker(ctx context.Context, c client.Client, ns, name string) 
 
 // claimName is the generateName prefix of a worker's claim on a target.
 func claimName(worker string, t fleetv1alpha1.TaskTarget) string {
-	kind := "issue"
+	kind := kindWordIssue
 	if t.Kind == fleetv1alpha1.TargetKindPullRequest {
-		kind = "pr"
+		kind = kindWordPR
 	}
 	p := fmt.Sprintf("%s-%s-%d-", worker, kind, t.Number)
 	if len(p) > 200 {

@@ -5,9 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"k8s.io/utils/ptr"
 
 	"code.gitea.io/sdk/gitea"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -19,8 +24,39 @@ import (
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 )
 
-// Version is reported to MCP clients.
-const Version = "v1alpha1"
+// Version is this binary's version, reported to MCP clients: the module version it was
+// built at, or, for a build from a working tree, "devel+" and its VCS revision ("devel"
+// when neither is known).
+var Version = buildVersion()
+
+func buildVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, kv := range info.Settings {
+		switch kv.Key {
+		case "vcs.revision":
+			rev = kv.Value
+		case "vcs.modified":
+			dirty = kv.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "devel"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return "devel+" + rev
+}
 
 // MCPConfig is what one MCP server acts for.
 type MCPConfig struct {
@@ -63,21 +99,24 @@ func (o *Options) NewMCPServer(cfg MCPConfig) *mcp.Server {
 // server registers the tools.
 func (t *mcpTools) server() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "kubectl-fleet", Version: Version}, &mcp.ServerOptions{
+		// The tool list never changes while the server runs, and the server sends no log
+		// messages: it advertises tools only, without listChanged.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 		Instructions: "Tools of one fleet worker. Inspect a target, then claim it; the controller derives your role. " +
 			"A refused claim is final: inspect fresh state before choosing again. Gitea writes go through the " +
 			"gateway and succeed only within your active claim's capability.",
 	})
-	mcp.AddTool(s, &mcp.Tool{Name: "inspect", Description: "Show your registration, your own claims and, given kind and number, " +
+	mcp.AddTool(s, &mcp.Tool{Name: "inspect", Annotations: readOnly(), InputSchema: inputSchema[InspectInput](kinds), Description: "Show your registration, your own claims and, given kind and number, " +
 		"the target's state as the controller sees it (derived role, head, labels, dependencies, whether it is claimed)."}, t.inspect)
-	mcp.AddTool(s, &mcp.Tool{Name: "claim", Description: "Claim one issue or pull request (kind issue|pr, number, optional head). " +
+	mcp.AddTool(s, &mcp.Tool{Name: "claim", Annotations: writes(false, false), InputSchema: inputSchema[ClaimInput](kinds), Description: "Claim one issue or pull request (kind issue|pr, number, optional head). " +
 		"Returns the capability (role, operations, expiry) or a typed refusal."}, t.claim)
-	mcp.AddTool(s, &mcp.Tool{Name: "release", Description: "Give your open claim (or the named one) back."}, t.release)
-	mcp.AddTool(s, &mcp.Tool{Name: "complete", Description: "Report your open claim's (or the named one's) work cycle finished."}, t.complete)
-	mcp.AddTool(s, &mcp.Tool{Name: "comment", Description: "Comment on the claimed issue or pull request, through the gateway."}, t.comment)
-	mcp.AddTool(s, &mcp.Tool{Name: "review", Description: "Review the claimed pull request at the claimed head (comment or request changes), through the gateway."}, t.review)
-	mcp.AddTool(s, &mcp.Tool{Name: "approve", Description: "Approve the claimed pull request at the claimed head, through the gateway."}, t.approve)
-	mcp.AddTool(s, &mcp.Tool{Name: "merge", Description: "Merge the claimed pull request at the claimed head, through the gateway."}, t.merge)
-	mcp.AddTool(s, &mcp.Tool{Name: "open_pr", Description: "Open a pull request for the claimed issue from a work branch, through the gateway."}, t.openPR)
+	mcp.AddTool(s, &mcp.Tool{Name: "release", Annotations: writes(false, true), Description: "Give your open claim (or the named one) back."}, t.release)
+	mcp.AddTool(s, &mcp.Tool{Name: "complete", Annotations: writes(false, true), Description: "Report your open claim's (or the named one's) work cycle finished."}, t.complete)
+	mcp.AddTool(s, &mcp.Tool{Name: "comment", Annotations: writes(false, false), Description: "Comment on the claimed issue or pull request, through the gateway."}, t.comment)
+	mcp.AddTool(s, &mcp.Tool{Name: "review", Annotations: writes(false, false), Description: "Review the claimed pull request at the claimed head (comment or request changes), through the gateway."}, t.review)
+	mcp.AddTool(s, &mcp.Tool{Name: "approve", Annotations: writes(false, false), Description: "Approve the claimed pull request at the claimed head, through the gateway."}, t.approve)
+	mcp.AddTool(s, &mcp.Tool{Name: "merge", Annotations: writes(true, false), InputSchema: inputSchema[MergeInput](mergeStyles), Description: "Merge the claimed pull request at the claimed head, through the gateway."}, t.merge)
+	mcp.AddTool(s, &mcp.Tool{Name: "open_pr", Annotations: writes(false, false), Description: "Open a pull request for the claimed issue from a work branch, through the gateway."}, t.openPR)
 	return s
 }
 
@@ -583,4 +622,38 @@ func (t *mcpTools) doOpenPR(ctx context.Context, in OpenPRInput) (*WriteOutput, 
 		return nil, rr.typed(err)
 	}
 	return &WriteOutput{Done: "opened", ID: pr.ID, URL: pr.HTMLURL, Number: pr.Index}, nil
+}
+
+// Every tool acts on one closed world: the worker's namespace and the fleet's Gitea
+// repository.
+
+// readOnly annotates a tool that changes nothing.
+func readOnly() *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: ptr.To(false)}
+}
+
+// writes annotates a tool that changes the cluster or Gitea: destructive when it replaces
+// what was there (a merge moves the base branch), idempotent when calling it again changes
+// nothing more (giving a claim back, reporting it complete).
+func writes(destructive, idempotent bool) *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{DestructiveHint: ptr.To(destructive), IdempotentHint: idempotent, OpenWorldHint: ptr.To(false)}
+}
+
+// The closed sets of values tool inputs take, as their input schemas list them.
+var (
+	kinds       = map[string][]any{"kind": {kindWordIssue, kindWordPR}}
+	mergeStyles = map[string][]any{"style": {string(gitea.MergeStyleMerge), string(gitea.MergeStyleRebase), string(gitea.MergeStyleRebaseMerge), string(gitea.MergeStyleSquash)}}
+)
+
+// inputSchema is the input schema the SDK infers for In, with each property named in
+// enums limited to its values, so that hosts offer them and the SDK refuses others.
+func inputSchema[In any](enums map[string][]any) *jsonschema.Schema {
+	s, err := jsonschema.For[In](nil)
+	if err != nil {
+		panic(fmt.Sprintf("the input schema of %T: %v", *new(In), err)) // the input types are fixed
+	}
+	for name, values := range enums {
+		s.Properties[name].Enum = values
+	}
+	return s
 }

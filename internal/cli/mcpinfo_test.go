@@ -1,0 +1,137 @@
+package cli_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/giteatools/fleet-controller/internal/cli"
+)
+
+// TestMCPServerDescribesItself: what an MCP host reads before calling any tool. The
+// server names the binary's version (not the API version), advertises tools without
+// listChanged (the list never changes) and no logging, and annotates each tool as a host
+// shows it: inspect reads only, merge is destructive, release and complete are idempotent.
+func TestMCPServerDescribesItself(t *testing.T) {
+	ctx := context.Background()
+	cs := hostSession(t)
+
+	init := cs.InitializeResult()
+	if v := init.ServerInfo.Version; v == "" || v == "v1alpha1" || v != cli.Version {
+		t.Errorf("server version %q, want the binary's (%q)", v, cli.Version)
+	}
+	caps := init.Capabilities
+	if caps.Tools == nil || caps.Tools.ListChanged {
+		t.Errorf("tools capability %+v: want tools, without listChanged", caps.Tools)
+	}
+	b, err := json.Marshal(caps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), `"logging"`) {
+		t.Errorf("capabilities %s: the server sends no log messages, yet advertises logging", b)
+	}
+
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]*mcp.Tool{}
+	for _, tool := range tools.Tools {
+		if tool.Annotations == nil {
+			t.Errorf("tool %s has no annotations", tool.Name)
+			continue
+		}
+		byName[tool.Name] = tool
+	}
+	for name, want := range map[string]struct{ readOnly, destructive, idempotent bool }{
+		"inspect":  {readOnly: true},
+		"claim":    {},
+		"release":  {idempotent: true},
+		"complete": {idempotent: true},
+		"comment":  {},
+		"review":   {},
+		"approve":  {},
+		"merge":    {destructive: true},
+		"open_pr":  {},
+	} {
+		a := byName[name].Annotations
+		if a == nil {
+			t.Errorf("no tool %s", name)
+			continue
+		}
+		destructive := a.DestructiveHint == nil || *a.DestructiveHint // the protocol's default is true
+		if a.ReadOnlyHint != want.readOnly || (!want.readOnly && destructive != want.destructive) || a.IdempotentHint != want.idempotent {
+			t.Errorf("%s: readOnly %v, destructive %v, idempotent %v; want %+v", name, a.ReadOnlyHint, destructive, a.IdempotentHint, want)
+		}
+	}
+}
+
+// TestMCPInputsListTheirValues: kind and merge style are closed sets, listed as enums in
+// the input schemas, and a value outside them is refused.
+func TestMCPInputsListTheirValues(t *testing.T) {
+	ctx := context.Background()
+	cs := hostSession(t)
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enums := map[string]string{}
+	for _, tool := range tools.Tools {
+		b, err := json.Marshal(tool.InputSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var schema struct {
+			Properties map[string]struct {
+				Enum []string `json:"enum"`
+			} `json:"properties"`
+		}
+		if err := json.Unmarshal(b, &schema); err != nil {
+			t.Fatal(err)
+		}
+		for name, p := range schema.Properties {
+			if len(p.Enum) > 0 {
+				enums[tool.Name+"."+name] = strings.Join(p.Enum, ",")
+			}
+		}
+	}
+	want := map[string]string{"inspect.kind": "issue,pr", "claim.kind": "issue,pr", "merge.style": "merge,rebase,rebase-merge,squash"}
+	for k, v := range want {
+		if enums[k] != v {
+			t.Errorf("%s enum = %q, want %q", k, enums[k], v)
+		}
+	}
+	if len(enums) != len(want) {
+		t.Errorf("enums %v, want only %v", enums, want)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "claim", Arguments: map[string]any{"kind": "epic", "number": 1}})
+	if err == nil && !res.IsError {
+		t.Error("a claim of kind epic was accepted")
+	}
+}
+
+// hostSession connects an MCP host to a worker's server over the in-memory transport,
+// as a host would before any tool call (no cluster is reached until a tool runs).
+func hostSession(t *testing.T) *mcp.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	o := cli.NewOptions(genericiooptions.NewTestIOStreamsDiscard())
+	s := o.NewMCPServer(cli.MCPConfig{Namespace: "ns", Worker: "w"})
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "host", Version: "v0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
