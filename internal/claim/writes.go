@@ -214,7 +214,7 @@ func AuthorizeWrite(in WriteInput) WriteVerdict {
 		refs := make([]string, 0, len(w.Refs))
 		for _, u := range w.Refs {
 			if u.Deletes() {
-				return refuse(op, ReasonWrongBranch, "")
+				return refuseBranch(op, active, "a push that deletes a branch is not forwarded, not even your work branch's")
 			}
 			refs = append(refs, u.Ref)
 		}
@@ -297,11 +297,11 @@ func authorizeByBranch(in WriteInput, active []HeldClaim, op string, refs []stri
 	}
 	for _, ref := range refs {
 		if in.DefaultBranch == "" || ref == "refs/heads/"+in.DefaultBranch {
-			return refuse(op, ReasonWrongBranch, "")
+			return refuseBranch(op, active, "")
 		}
 	}
 	if in.Write.Route.Body == BodyOpenPull && (in.Write.PullBase != in.DefaultBranch || in.DefaultBranch == "") {
-		return refuse(op, ReasonWrongBranch, "") // a pull request merges into the default branch only
+		return refuseBranch(op, active, "a pull request merges into the default branch only")
 	}
 	for _, h := range active {
 		want := WorkRef(h.Namespace, h.Name)
@@ -321,7 +321,27 @@ func authorizeByBranch(in WriteInput, active []HeldClaim, op string, refs []stri
 		}
 		return WriteVerdict{Allowed: true, Operation: op, Claim: h.Name}
 	}
-	return refuse(op, ReasonWrongBranch, "")
+	return refuseBranch(op, active, "")
+}
+
+// refuseBranch refuses a push or a new pull request for its branch, with why (the fixed
+// message when empty). When exactly one of the caller's active claims permits op, the
+// message names that claim's work branch: the caller's own, never another task's.
+func refuseBranch(op string, active []HeldClaim, why string) WriteVerdict {
+	v := refuse(op, ReasonWrongBranch, "")
+	if why != "" {
+		v.Message = why
+	}
+	var branches []string
+	for _, h := range active {
+		if h.Capability != nil && slices.Contains(h.Capability.Operations, op) {
+			branches = append(branches, WorkBranch(h.Namespace, h.Name))
+		}
+	}
+	if len(branches) == 1 {
+		v.Message += "; your claim's work branch is " + branches[0]
+	}
+	return v
 }
 
 // IsObjectID reports whether s is a git object id as git spells it: 40 (SHA-1) or 64

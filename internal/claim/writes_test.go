@@ -271,3 +271,50 @@ func TestCommentBudgetBlock(t *testing.T) {
 		}
 	}
 }
+
+// TestWrongBranchNamesTheCallersWorkBranch: a refused push or pull request tells an
+// author its own work branch, says why when the branch is not the question (a deletion, a
+// base other than the default branch), and never names another worker's claim; a caller
+// whose claim permits no push is not told of a branch.
+func TestWrongBranchNamesTheCallersWorkBranch(t *testing.T) {
+	pushRoute, _ := MatchRoute("POST", "/fleet/app.git/git-receive-pack", "")
+	push := func(u RefUpdate) Write { return Write{Route: pushRoute, Refs: []RefUpdate{u}} }
+	zero := strings.Repeat("0", 40)
+	mine := WorkBranch("ns", "tc-mine")
+	cases := []struct {
+		name     string
+		role     Role
+		write    Write
+		contains []string
+	}{
+		{"push to the default branch", RoleAuthor, push(RefUpdate{Old: zero, New: fxHead, Ref: "refs/heads/main"}),
+			[]string{RefusalMessage(ReasonWrongBranch), "your claim's work branch is " + mine}},
+		{"push to another branch", RoleAuthor, push(RefUpdate{Old: zero, New: fxHead, Ref: "refs/heads/feature"}),
+			[]string{"your claim's work branch is " + mine}},
+		{"deleting the work branch", RoleAuthor, push(RefUpdate{Old: fxHead, New: zero, Ref: WorkRef("ns", "tc-mine")}),
+			[]string{"deletes a branch is not forwarded", "your claim's work branch is " + mine}},
+		{"pull request into another base", RoleAuthor,
+			Write{Route: apiRoute("POST", "/pulls"), PullHead: mine, PullBase: "release", PullText: "Fixes #42", Text: []string{"Fixes #42"}},
+			[]string{"merges into the default branch only", "your claim's work branch is " + mine}},
+	}
+	for _, c := range cases {
+		v := AuthorizeWrite(gwIn(c.role, fxIssue(), c.write))
+		if v.Reason != ReasonWrongBranch {
+			t.Errorf("%s: %+v, want %s", c.name, v, ReasonWrongBranch)
+			continue
+		}
+		for _, want := range c.contains {
+			if !strings.Contains(v.Message, want) {
+				t.Errorf("%s: message %q lacks %q", c.name, v.Message, want)
+			}
+		}
+		if strings.Contains(v.Message, "tc-foreign-secret") {
+			t.Errorf("%s: message %q names another worker's claim", c.name, v.Message)
+		}
+	}
+	// A reviewer's claim permits no push: the refusal names no branch.
+	v := AuthorizeWrite(gwIn(RoleReviewer, fxPR(), push(RefUpdate{Old: zero, New: fxHead, Ref: "refs/heads/main"})))
+	if v.Reason != ReasonWrongBranch || strings.Contains(v.Message, "work branch is") {
+		t.Errorf("reviewer's push: %+v", v)
+	}
+}
