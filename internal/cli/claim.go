@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -211,7 +212,8 @@ func newClaimCommand(o *Options) *cobra.Command {
 		Short: "Claim a Gitea issue or pull request for the worker and print the capability",
 		Long: `Claim one task for the worker: create the TaskClaim, wait for the controller's
 validation, pin it, and wait for the decision. On success it prints the capability: role,
-operations, expiry. A refusal prints the typed result (class, blocker, the failed
+operations, expiry, and an author's work branch (fleet/<namespace>/<claim>: push to it
+and open the pull request from it). A refusal prints the typed result (class, blocker, the failed
 predicate and its rule) and exits with the class's code:
 
 ` + exitCodeTable + `
@@ -280,22 +282,37 @@ TaskClaim is created.`,
 	return cmd
 }
 
-// printCapability is the default view of an active claim.
+// printCapability is the default view of an active claim. WORK BRANCH is the branch an
+// author pushes to and opens its pull request from.
 func printCapability(w io.Writer, tc *fleetv1alpha1.TaskClaim, wide bool) error {
 	c := tc.Status.Capability
 	tw := table(w)
-	fmt.Fprintf(tw, "CLAIM\tTARGET\tROLE\tOPERATIONS\tEXPIRES")
+	fmt.Fprintf(tw, "CLAIM\tTARGET\tROLE\tOPERATIONS\tEXPIRES\tWORK BRANCH")
 	if wide {
 		fmt.Fprintf(tw, "\tPIN\tLEASE\tGENERATION")
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s", tc.Name, targetString(c.Repository, c.Target.Kind, c.Target.Number, c.Target.HeadSHA),
-		c.Role, strings.Join(c.Operations, ","), c.ExpiresAt.UTC().Format(time.RFC3339))
+	branch := workBranch(tc)
+	if branch == "" {
+		branch = "<none>"
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", tc.Name, targetString(c.Repository, c.Target.Kind, c.Target.Number, c.Target.HeadSHA),
+		c.Role, strings.Join(c.Operations, ","), c.ExpiresAt.UTC().Format(time.RFC3339), branch)
 	if wide {
 		fmt.Fprintf(tw, "\t%s\t%s\t%s", c.Pin, c.LeaseName, c.LeaseGeneration)
 	}
 	fmt.Fprintln(tw)
 	return tw.Flush()
+}
+
+// workBranch is the branch an active claim's capability pushes to and opens its pull
+// request from: fleet/<namespace>/<claim> ("" when the capability permits no push).
+func workBranch(tc *fleetv1alpha1.TaskClaim) string {
+	c := tc.Status.Capability
+	if c == nil || !slices.Contains(c.Operations, claim.OpPushBranch) {
+		return ""
+	}
+	return claim.WorkBranch(tc.Namespace, tc.Name)
 }
 
 func targetString(repo, kind string, number int64, head string) string {

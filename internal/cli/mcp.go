@@ -229,8 +229,10 @@ type ClaimView struct {
 	Phase      string                        `json:"phase"`
 	Role       string                        `json:"role,omitempty"`
 	Capability *fleetv1alpha1.TaskCapability `json:"capability,omitempty"`
-	Result     *fleetv1alpha1.ClaimResult    `json:"result,omitempty"`
-	Ended      string                        `json:"endedReason,omitempty"`
+	// WorkBranch is the branch an author's claim pushes to and opens its pull request from.
+	WorkBranch string                     `json:"workBranch,omitempty"`
+	Result     *fleetv1alpha1.ClaimResult `json:"result,omitempty"`
+	Ended      string                     `json:"endedReason,omitempty"`
 }
 
 // TargetView is a target as the controller reads it from Gitea.
@@ -274,7 +276,7 @@ func (t *mcpTools) doInspect(ctx context.Context, in InspectInput) (*InspectOutp
 			continue // another worker's claims are not this worker's business
 		}
 		out.Claims = append(out.Claims, ClaimView{Name: tc.Name, Target: tc.Spec.Target, Phase: tc.Status.Phase, Role: tc.Status.Role,
-			Capability: tc.Status.Capability, Result: tc.Status.Result, Ended: tc.Status.EndedReason})
+			Capability: tc.Status.Capability, WorkBranch: workBranch(&tc), Result: tc.Status.Result, Ended: tc.Status.EndedReason})
 	}
 	if in.Number == 0 && in.Kind == "" {
 		return out, nil
@@ -332,6 +334,8 @@ type ClaimInput struct {
 type ClaimOutput struct {
 	Claim      string                       `json:"claim"`
 	Capability fleetv1alpha1.TaskCapability `json:"capability"`
+	// WorkBranch is the branch an author pushes to and opens its pull request from.
+	WorkBranch string `json:"workBranch,omitempty"`
 }
 
 func (t *mcpTools) claim(ctx context.Context, _ *mcp.CallToolRequest, in ClaimInput) (*mcp.CallToolResult, any, error) {
@@ -359,7 +363,7 @@ func (t *mcpTools) doClaim(ctx context.Context, in ClaimInput) (*ClaimOutput, er
 	if err != nil {
 		return nil, err
 	}
-	return &ClaimOutput{Claim: got.Name, Capability: *got.Status.Capability}, nil
+	return &ClaimOutput{Claim: got.Name, Capability: *got.Status.Capability, WorkBranch: workBranch(got)}, nil
 }
 
 // EndInput names a claim to end (default: the worker's open claim).

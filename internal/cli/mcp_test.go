@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -106,6 +107,8 @@ var _ = Describe("kubectl fleet mcp", func() {
 		}
 		won, lost := answers[winner.name], answers[loser.name]
 		Expect(won.payload["capability"]).To(SatisfyAll(HaveKeyWithValue("role", "author"), HaveKeyWithValue("worker", winner.name)))
+		Expect(won.payload).To(HaveKeyWithValue("workBranch", "fleet/"+ns+"/"+fmt.Sprint(won.payload["claim"])), "the author is told its work branch")
+		Expect(lost.payload).NotTo(HaveKey("workBranch"))
 		Expect(lost.payload).To(SatisfyAll(HaveKeyWithValue("refused", true), HaveKeyWithValue("class", "contention"),
 			HaveKeyWithValue("blocker", "foreign_claimed"), HaveKeyWithValue("contentionIsNormal", true),
 			HaveKeyWithValue("reassessFromFreshState", true), HaveKeyWithValue("retryPermitted", false)))
@@ -116,7 +119,8 @@ var _ = Describe("kubectl fleet mcp", func() {
 		By("each agent sees only its own claims")
 		_, out, _ = winner.call("inspect", map[string]any{"kind": "issue", "number": n})
 		Expect(out["target"]).To(SatisfyAll(HaveKeyWithValue("claimed", true), HaveKeyWithValue("claimedByYou", true)))
-		Expect(out["claims"]).To(ConsistOf(HaveKeyWithValue("phase", fleetv1alpha1.ClaimPhaseActive)))
+		Expect(out["claims"]).To(ConsistOf(SatisfyAll(HaveKeyWithValue("phase", fleetv1alpha1.ClaimPhaseActive),
+			HaveKeyWithValue("workBranch", won.payload["workBranch"]))))
 		_, out, _ = loser.call("inspect", map[string]any{"kind": "issue", "number": n})
 		Expect(out["target"]).To(SatisfyAll(HaveKeyWithValue("claimed", true), HaveKeyWithValue("claimedByYou", false)))
 		Expect(out["claims"]).To(ConsistOf(HaveKeyWithValue("phase", fleetv1alpha1.ClaimPhaseRejected)))

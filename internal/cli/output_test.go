@@ -65,6 +65,15 @@ func TestClaimOutput(t *testing.T) {
 	if strings.Contains(got, "fleet-claim-x") {
 		t.Errorf("default output shows the lease:\n%s", got)
 	}
+	if !strings.Contains(got, "WORK BRANCH") || !strings.Contains(got, "<none>") {
+		t.Errorf("a reviewer's claim shows no work branch, as <none>:\n%s", got)
+	}
+	author := activeClaim()
+	author.Name, author.Status.Role, author.Status.Capability.Role = "bot-1-issue-7-fghij", "author", "author"
+	author.Status.Capability.Operations = []string{"comment", "push_branch", "open_pull_request"}
+	if got := render(t, "", author, func(w io.Writer, wide bool) error { return printCapability(w, author, wide) }); !strings.Contains(got, "fleet/fleet/bot-1-issue-7-fghij") {
+		t.Errorf("an author's claim shows its work branch fleet/<namespace>/<claim>:\n%s", got)
+	}
 	wide := render(t, "wide", tc, human)
 	for _, want := range []string{"PIN", "sha256:aa", "fleet-claim-x", "42"} {
 		if !strings.Contains(wide, want) {
