@@ -46,12 +46,14 @@ func TestArgumentHandling(t *testing.T) {
 		{"register with an unknown output", nil, []string{"register", "--identity", "bot", "--repository", "a/b", "-o", "csv"}, "csv"},
 
 		{"heartbeat without worker", nil, []string{"heartbeat"}, "no worker"},
-		{"heartbeat with a negative interval", worker, []string{"heartbeat", "--every", "-1s"}, "must not be negative"},
+		{"heartbeat with a negative interval", worker, []string{"heartbeat", "--every", "-1s"}, "at least 1s"},
+		{"heartbeat faster than once a second", worker, []string{"heartbeat", "--every", "500ms"}, "at least 1s"},
 
 		{"run without command", nil, []string{"run", "--identity", "bot", "--repository", "a/b"}, "give the command after --"},
 		{"run without dash", nil, []string{"run", "--identity", "bot", "--repository", "a/b", "true"}, "give the command after --"},
 		{"run an unknown command", nil, []string{"run", "--identity", "bot", "--repository", "a/b", "--", "/no/such/cmd"}, "/no/such/cmd"},
 		{"run without identity", nil, []string{"run", "--repository", "a/b", "--", "true"}, "--identity is required"},
+		{"run beating faster than once a second", nil, []string{"run", "--identity", "bot", "--repository", "a/b", "--every", "200ms", "--", "true"}, "at least 1s"},
 
 		{"claim without arguments", worker, []string{"claim"}, "expected: claim issue N"},
 		{"claim an unknown kind", worker, []string{"claim", "commit", "3"}, `unknown target kind "commit"`},

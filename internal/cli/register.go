@@ -323,6 +323,20 @@ func (o *Options) workerName(flag string) (string, error) {
 	return "", usageErrorf("no worker: pass --worker or set %s (kubectl fleet register prints the name)", EnvWorker)
 }
 
+// checkEvery refuses a heartbeat interval under a second (zero allowed when once is): a
+// registration stores its heartbeat in whole seconds and each beat is one write to the
+// API server, so a faster beat only adds writes, and would have to date each one a second
+// after the last, ahead of the clock.
+func checkEvery(every time.Duration, once bool) error {
+	switch {
+	case every == 0 && once:
+		return nil
+	case every < time.Second:
+		return usageErrorf("--every %s: the interval is at least 1s (heartbeats are stored in whole seconds, and each is one write to the API server)", every)
+	}
+	return nil
+}
+
 func newHeartbeatCommand(o *Options) *cobra.Command {
 	var worker string
 	var every time.Duration
@@ -336,8 +350,8 @@ func newHeartbeatCommand(o *Options) *cobra.Command {
   kubectl fleet heartbeat --every 10s`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if every < 0 {
-				return usageErrorf("--every %s must not be negative", every)
+			if err := checkEvery(every, true); err != nil {
+				return err
 			}
 			name, err := o.workerName(worker)
 			if err != nil {

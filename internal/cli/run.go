@@ -76,11 +76,11 @@ printed on stderr.`,
 			if err := f.check(); err != nil {
 				return err
 			}
-			if every < 0 {
-				return usageErrorf("--every %s must not be negative", every)
-			}
 			if every == 0 {
 				every = max(f.ttl/3, time.Second)
+			}
+			if err := checkEvery(every, false); err != nil {
+				return err
 			}
 			path, err := exec.LookPath(args[0])
 			if err != nil {

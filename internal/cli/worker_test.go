@@ -114,7 +114,7 @@ var _ = Describe("register, heartbeat and run", func() {
 	It("runs a command as its own registered process, heartbeats while it runs, and passes on its exit code", func() {
 		ns := newNamespace()
 		r := fleetCmd(ctx, ns, nil, "run", "--identity", "bot-run", "--repository", repo, "--host-id", testHostID,
-			"--ttl", "2s", "--every", "500ms", "--", "sh", "-c", `echo "$FLEET_WORKER $FLEET_NAMESPACE $$"; sleep 2; exit 7`)
+			"--ttl", "2s", "--every", "1s", "--", "sh", "-c", `echo "$FLEET_WORKER $FLEET_NAMESPACE $$"; sleep 2; exit 7`)
 		Expect(r.code).To(Equal(7), "%s", r)
 		fields := strings.Fields(r.stdout)
 		Expect(fields).To(HaveLen(3), "%s", r)
