@@ -195,6 +195,12 @@ type TaskCapability struct {
 	LeaseGeneration string `json:"leaseGeneration"`
 	// expiresAt is when the capability expires on its own.
 	ExpiresAt metav1.Time `json:"expiresAt"`
+	// workBranch is the branch an author's capability pushes to and opens its pull request
+	// from, fleet/<namespace>/<claim>; empty for roles that push nothing. It is shown for
+	// the worker: the gateway derives the branch from the claim's name, never from here.
+	// +optional
+	// +kubebuilder:validation:MaxLength=300
+	WorkBranch string `json:"workBranch,omitempty"`
 }
 
 // TaskClaimStatus is the observed state of a claim.
@@ -265,6 +271,7 @@ type TaskClaimStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Role",type=string,JSONPath=`.status.role`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.status.result.class`,priority=1
+// +kubebuilder:printcolumn:name="Branch",type=string,JSONPath=`.status.capability.workBranch`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.pin) || (has(self.spec.pin) && self.spec.pin == oldSelf.spec.pin)",message="spec.pin can be set only once"
 // +kubebuilder:validation:XValidation:rule="!(has(oldSelf.spec.release) && oldSelf.spec.release) || (has(self.spec.release) && self.spec.release)",message="spec.release cannot be undone"

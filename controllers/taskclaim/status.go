@@ -2,6 +2,7 @@ package taskclaim
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/utils/ptr"
@@ -38,6 +39,9 @@ func markActive(tc *fleetv1alpha1.TaskClaim, c *claim.Capability, res claim.Resu
 	tc.Status.Phase = claim.PhaseActive
 	tc.Status.Role = string(c.Role)
 	tc.Status.Capability = apiconv.CapabilityStatus(c)
+	if slices.Contains(c.Operations, claim.OpPushBranch) {
+		tc.Status.Capability.WorkBranch = claim.WorkBranch(tc.Namespace, tc.Name)
+	}
 	tc.Status.Result = apiconv.ResultStatus(res)
 	setCondition(tc, fleetv1alpha1.ClaimedCondition, true, fleetv1alpha1.ReasonAcquired, "The claim won the lock and is published in Gitea")
 	setCondition(tc, fleetv1alpha1.CapabilityActiveCondition, true, fleetv1alpha1.ReasonAcquired,

@@ -78,3 +78,25 @@ func TestClearPendingKeepsTheClaimHeld(t *testing.T) {
 		t.Fatalf("RecordCleared = %+v", c)
 	}
 }
+
+func TestActiveStatusNamesTheAuthorsWorkBranch(t *testing.T) {
+	for _, tt := range []struct {
+		role claim.Role
+		want string
+	}{
+		{claim.RoleAuthor, "fleet/team-a/bot-1-issue-7"},
+		{claim.RoleReviewer, ""},
+		{claim.RoleMerger, ""},
+	} {
+		c := &claim.Capability{Worker: "bot-1", Role: tt.role, Operations: claim.OperationsFor(tt.role),
+			Target: claim.Target{Repository: "acme/widgets", Kind: claim.KindIssue, Number: 7}}
+		tc := &fleetv1alpha1.TaskClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "bot-1-issue-7"}}
+		markActive(tc, c, claim.Result{Outcome: claim.OutcomeAcquired})
+		if got := tc.Status.Capability.WorkBranch; got != tt.want {
+			t.Errorf("%s: status.capability.workBranch %q, want %q", tt.role, got, tt.want)
+		}
+		if tt.want != "" && tt.want != claim.WorkBranch(tc.Namespace, tc.Name) {
+			t.Errorf("the shown branch %q is not the one the gateway permits (%q)", tt.want, claim.WorkBranch(tc.Namespace, tc.Name))
+		}
+	}
+}
