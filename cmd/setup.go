@@ -17,6 +17,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/nudge"
 	"github.com/giteatools/fleet-controller/internal/reglist"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
@@ -159,6 +160,8 @@ func setup(mgr ctrl.Manager, cfg config) error {
 	if err != nil {
 		return fmt.Errorf("gitea client: %w", err)
 	}
+	// The gateway nudges the claim reconciler after a write that may complete a claim.
+	nudges := &nudge.Hub{}
 	if cfg.gatewayAddr != "" {
 		if err := mgr.Add(&gateway.Doctor{Repository: cfg.repository, Gitea: gc,
 			Credentials: gateway.NewCredentials(mgr.GetAPIReader(), cfg.gatewayCredentials, gc)}); err != nil {
@@ -177,6 +180,7 @@ func setup(mgr ctrl.Manager, cfg config) error {
 			Recorder:    mgr.GetEventRecorder("fleet-gateway"),
 			Client:      client.WithFieldOwner(mgr.GetClient(), gatewayFieldManager),
 			Clock:       clk,
+			Nudges:      nudges,
 		}); err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}
@@ -199,6 +203,7 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		Recorder:      mgr.GetEventRecorder("taskclaim-controller"),
 		RetryMaxDelay: cfg.retryMaxDelay,
 		MaxOpenClaims: cfg.maxOpenClaims,
+		Nudges:        nudges,
 		// The rule set is published when the manager starts (SetupWithManager adds the
 		// publisher); claims are refused while the published copy is not in force.
 		MaxConcurrentReconciles: cfg.concurrency,

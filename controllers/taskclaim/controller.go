@@ -31,6 +31,7 @@ import (
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/internal/nudge"
 )
 
 // Finalizer keeps a claim that may hold a Gitea record or a lock until they are released.
@@ -60,8 +61,12 @@ type Reconciler struct {
 	// ActiveRecheck is how often an active capability is re-checked against Gitea
 	// (claim.DefaultActiveRecheck when zero).
 	ActiveRecheck time.Duration
-	Clock         clock.PassiveClock
-	Recorder      events.EventRecorder
+	// Nudges, when set, is how the gateway of this process asks for a claim to be looked
+	// at again at once, after it forwarded a write that may complete it; the recheck is
+	// the backstop (package nudge).
+	Nudges   *nudge.Hub
+	Clock    clock.PassiveClock
+	Recorder events.EventRecorder
 	// MaxOpenClaims is how many of one worker's claims may be open before newer ones are
 	// refused unread (claim.BeyondOpenClaimLimit); claim.DefaultMaxOpenClaims when zero.
 	MaxOpenClaims int
@@ -96,6 +101,7 @@ type Reconciler struct {
 
 // Reconcile validates, claims, or checks an active capability, as claim.NextStep says.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	defer r.Nudges.Look(req.NamespacedName)()
 	tc := &fleetv1alpha1.TaskClaim{}
 	if err := r.APIReader.Get(ctx, req.NamespacedName, tc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -251,8 +257,9 @@ const (
 // SetupWithManager watches claims (spec changes and deletion), their workers'
 // registrations when something that matters changed (phase, ownership state, spec,
 // deletion; a heartbeat alone does not, so it costs no Gitea request), and the lock Leases
-// the claims own (a lock taken away is ownership loss). Failed reconciles back off
-// exponentially from RetryBaseDelay up to RetryMaxDelay.
+// the claims own (a lock taken away is ownership loss), and takes the gateway's nudges
+// (Nudges) after a completing write. Failed reconciles back off exponentially from
+// RetryBaseDelay up to RetryMaxDelay.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.Add(r.rulePublisher()); err != nil {
 		return fmt.Errorf("adding the rule set publisher: %w", err)
@@ -264,16 +271,19 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if maxDelay <= 0 {
 		maxDelay = DefaultRetryMaxDelay
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&fleetv1alpha1.TaskClaim{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&fleetv1alpha1.WorkerRegistration{}, handler.EnqueueRequestsFromMapFunc(r.claimsOfWorker),
 			builder.WithPredicates(registrationChangeMatters())).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &fleetv1alpha1.TaskClaim{}),
-			builder.WithPredicates(lockChangeMatters())).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: r.MaxConcurrentReconciles,
-			RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay),
-		}).
+			builder.WithPredicates(lockChangeMatters()))
+	if r.Nudges != nil {
+		b = b.WatchesRawSource(r.Nudges)
+	}
+	return b.WithOptions(controller.Options{
+		MaxConcurrentReconciles: r.MaxConcurrentReconciles,
+		RateLimiter:             workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](base, maxDelay),
+	}).
 		Named("taskclaim").
 		Complete(r)
 }

@@ -79,6 +79,24 @@ func OperationsFor(r Role) []string {
 	}
 }
 
+// CompletingOperation is the operation whose write is the role's own work, the one
+// WorkDone recognises once Gitea holds it: the author's pull request, the reviewer's
+// review, the approver's approval, the merger's merge. Other roles have none ("").
+func CompletingOperation(r Role) string {
+	switch r {
+	case RoleAuthor:
+		return OpOpenPullRequest
+	case RoleReviewer:
+		return OpReview
+	case RoleApprover:
+		return OpApprove
+	case RoleMerger:
+		return OpMerge
+	default:
+		return ""
+	}
+}
+
 // Independence errors returned by CheckIndependence.
 var (
 	// ErrAuthorConflict: the identity opened the pull request.

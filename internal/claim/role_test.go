@@ -67,6 +67,31 @@ func TestDeriveRoleIgnoresEverythingButKindAndState(t *testing.T) {
 	}
 }
 
+func TestCompletingOperation(t *testing.T) {
+	tests := []struct {
+		role Role
+		want string
+	}{
+		{RoleAuthor, OpOpenPullRequest},
+		{RoleReviewer, OpReview},
+		{RoleApprover, OpApprove},
+		{RoleMerger, OpMerge},
+		{RoleTerminal, ""},
+		{RoleNone, ""},
+		{"admin", ""},
+	}
+	for _, tt := range tests {
+		got := CompletingOperation(tt.role)
+		if got != tt.want {
+			t.Errorf("CompletingOperation(%q) = %q, want %q", tt.role, got, tt.want)
+		}
+		// The write that completes a role is one the role may make.
+		if got != "" && !slices.Contains(OperationsFor(tt.role), got) {
+			t.Errorf("CompletingOperation(%q) = %q, which the role does not permit", tt.role, got)
+		}
+	}
+}
+
 func TestOperationsFor(t *testing.T) {
 	tests := []struct {
 		role Role

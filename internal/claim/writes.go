@@ -1,6 +1,7 @@
 package claim
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -145,6 +146,11 @@ type WriteVerdict struct {
 	Message string
 	// Claim is the caller's claim the verdict is about ("" when none).
 	Claim string
+	// FillHead is set when an allowed review or merge named no commit: the head the
+	// capability is bound to, which the gateway writes into the request (commit_id,
+	// head_commit_id) before forwarding it. Gitea would take the head at the moment it
+	// handles the request, which may have moved since this decision.
+	FillHead string `json:",omitempty"`
 }
 
 var refusalMessages = map[string]string{
@@ -222,41 +228,56 @@ func AuthorizeWrite(in WriteInput) WriteVerdict {
 	}
 	var last WriteVerdict
 	for _, h := range active {
-		c := h.Capability
-		t := Target{Repository: w.Route.Repository, Kind: w.Route.Kind, Number: w.Route.Number}
-		if t.Kind == "" && t.Number == c.Target.Number {
-			t.Kind = c.Target.Kind // one number sequence: the same number is the same item
+		v, final := authorizeItem(in, op, h)
+		if final {
+			return v
 		}
-		if t.Kind == "" {
-			t.Kind = KindIssue
-		}
-		if t.Kind == KindPullRequest {
-			switch w.Route.Body {
-			case BodyReview, BodyMerge:
-				t.HeadSHA = w.CommitID
-			default:
-				t.HeadSHA = in.LiveHead
-			}
-		}
-		ok, reason := Authorize(c, false, Query{Worker: in.Worker, Repository: w.Route.Repository, Target: t, Operation: op, Now: in.Now})
-		if ok && t.Kind == KindPullRequest && !sameSHA(in.LiveHead, c.Target.HeadSHA) {
-			ok, reason = false, ReasonWrongHead
-		}
-		if ok && (op == OpReview || op == OpApprove || op == OpMerge) {
-			if in.Target == nil || !in.Target.Target.SameItem(Target{Repository: c.Repository, Kind: c.Target.Kind, Number: c.Target.Number}) ||
-				CheckIndependence(in.Identity, c.Role, *in.Target) != nil {
-				ok, reason = false, ReasonIndependence
-			}
-		}
-		if ok {
-			if reason := checkTexts(in, c); reason != "" {
-				return refuse(op, reason, h.Name)
-			}
-			return WriteVerdict{Allowed: true, Operation: op, Claim: h.Name}
-		}
-		last = refuse(op, reason, h.Name)
+		last = v
 	}
 	return last
+}
+
+// authorizeItem decides a write on one issue or pull request under one of the caller's
+// active claims. ok is false when the claim does not permit it (the verdict says why); a
+// permitted write whose texts are refused is final (ok true, not allowed).
+func authorizeItem(in WriteInput, op string, h HeldClaim) (v WriteVerdict, ok bool) {
+	w, c := in.Write, h.Capability
+	t := Target{Repository: w.Route.Repository, Kind: w.Route.Kind, Number: w.Route.Number}
+	if t.Kind == "" && t.Number == c.Target.Number {
+		t.Kind = c.Target.Kind // one number sequence: the same number is the same item
+	}
+	if t.Kind == "" {
+		t.Kind = KindIssue
+	}
+	atHead := w.Route.Body == BodyReview || w.Route.Body == BodyMerge
+	if t.Kind == KindPullRequest {
+		t.HeadSHA = in.LiveHead
+		if atHead {
+			// A review or merge naming no commit is made at the bound head (FillHead).
+			t.HeadSHA = cmp.Or(w.CommitID, c.Target.HeadSHA)
+		}
+	}
+	permitted, reason := Authorize(c, false, Query{Worker: in.Worker, Repository: w.Route.Repository, Target: t, Operation: op, Now: in.Now})
+	if permitted && t.Kind == KindPullRequest && !sameSHA(in.LiveHead, c.Target.HeadSHA) {
+		permitted, reason = false, ReasonWrongHead
+	}
+	if permitted && (op == OpReview || op == OpApprove || op == OpMerge) {
+		if in.Target == nil || !in.Target.Target.SameItem(Target{Repository: c.Repository, Kind: c.Target.Kind, Number: c.Target.Number}) ||
+			CheckIndependence(in.Identity, c.Role, *in.Target) != nil {
+			permitted, reason = false, ReasonIndependence
+		}
+	}
+	if !permitted {
+		return refuse(op, reason, h.Name), false
+	}
+	if reason := checkTexts(in, c); reason != "" {
+		return refuse(op, reason, h.Name), true
+	}
+	v = WriteVerdict{Allowed: true, Operation: op, Claim: h.Name}
+	if atHead && w.CommitID == "" {
+		v.FillHead = c.Target.HeadSHA
+	}
+	return v, true
 }
 
 // checkWriteShape resolves the operation (a review's event) and refuses, before any claim

@@ -88,6 +88,7 @@ func TestAuthorizeWrite(t *testing.T) {
 		allow  bool
 		op     string
 		reason string
+		fill   string // the head the gateway writes into a request that named none
 	}{
 		{name: "author comments on its issue", role: RoleAuthor, target: fxIssue(), write: comment("42"), allow: true, op: OpComment},
 		{name: "author comments on another issue", role: RoleAuthor, target: fxIssue(), write: comment("43"), op: OpComment, reason: ReasonWrongTarget},
@@ -108,7 +109,9 @@ func TestAuthorizeWrite(t *testing.T) {
 		{name: "reviewer reviews at the bound head", role: RoleReviewer, target: fxPR(), write: review("COMMENT", fxHead), allow: true, op: OpReview},
 		{name: "reviewer requests changes", role: RoleReviewer, target: fxPR(), write: review("REQUEST_CHANGES", fxHead), allow: true, op: OpReview},
 		{name: "reviewer reviews another head", role: RoleReviewer, target: fxPR(), write: review("COMMENT", fxOtherHead), op: OpReview, reason: ReasonWrongHead},
-		{name: "reviewer reviews without a commit", role: RoleReviewer, target: fxPR(), write: review("COMMENT", ""), op: OpReview, reason: ReasonWrongHead},
+		{name: "reviewer reviews without a commit: at the bound head", role: RoleReviewer, target: fxPR(), write: review("COMMENT", ""), allow: true, op: OpReview, fill: fxHead},
+		{name: "reviewer reviews without a commit after the head moved", role: RoleReviewer, target: fxPR(), write: review("COMMENT", ""), op: OpReview, reason: ReasonWrongHead,
+			mutate: func(in *WriteInput) { in.LiveHead = fxOtherHead }},
 		{name: "reviewer reviews when Gitea's head moved", role: RoleReviewer, target: fxPR(), write: review("COMMENT", fxHead), op: OpReview, reason: ReasonWrongHead,
 			mutate: func(in *WriteInput) { in.LiveHead = fxOtherHead }},
 		{name: "reviewer approves", role: RoleReviewer, target: fxPR(), write: review("APPROVED", fxHead), op: OpApprove, reason: ReasonOperationNotPermitted},
@@ -124,6 +127,10 @@ func TestAuthorizeWrite(t *testing.T) {
 			mutate: func(in *WriteInput) { in.Target = nil }},
 		{name: "merger merges at the bound head", role: RoleMerger, target: fxPR(), write: merge(fxHead), allow: true, op: OpMerge},
 		{name: "merger merges another head", role: RoleMerger, target: fxPR(), write: merge(fxOtherHead), op: OpMerge, reason: ReasonWrongHead},
+		{name: "merger merges without naming the head: at the bound head", role: RoleMerger, target: fxPR(), write: merge(""), allow: true, op: OpMerge, fill: fxHead},
+		{name: "approver approves without a commit: at the bound head", role: RoleApprover, target: fxPR(), write: review("APPROVED", ""), allow: true, op: OpApprove, fill: fxHead},
+		{name: "merger without naming the head, after it moved", role: RoleMerger, target: fxPR(), write: merge(""), op: OpMerge, reason: ReasonWrongHead,
+			mutate: func(in *WriteInput) { in.LiveHead = fxOtherHead }},
 		{name: "merger that authored the PR", role: RoleMerger, target: fxPR(), write: merge(fxHead), op: OpMerge, reason: ReasonIndependence,
 			mutate: func(in *WriteInput) { in.Target = &selfAuthored }},
 		{name: "author pushes its work branch", role: RoleAuthor, target: fxIssue(), write: push(work), allow: true, op: OpPushBranch},
@@ -193,8 +200,8 @@ func TestAuthorizeWrite(t *testing.T) {
 				tt.mutate(&in)
 			}
 			v := AuthorizeWrite(in)
-			if v.Allowed != tt.allow || v.Reason != tt.reason || v.Operation != tt.op {
-				t.Fatalf("AuthorizeWrite = %+v; want allowed=%v op=%s reason=%s", v, tt.allow, tt.op, tt.reason)
+			if v.Allowed != tt.allow || v.Reason != tt.reason || v.Operation != tt.op || v.FillHead != tt.fill {
+				t.Fatalf("AuthorizeWrite = %+v; want allowed=%v op=%s reason=%s fillHead=%q", v, tt.allow, tt.op, tt.reason, tt.fill)
 			}
 			if v.Allowed && v.Claim != "tc-mine" {
 				t.Fatalf("allowed through %q", v.Claim)

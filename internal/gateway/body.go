@@ -291,3 +291,27 @@ func decodeReviewComments(dec *json.Decoder, write *claim.Write) error {
 	}
 	return nil
 }
+
+// headFields name the commit a review or a merge is made at.
+var headFields = map[claim.BodyRule]string{claim.BodyReview: "commit_id", claim.BodyMerge: "head_commit_id"}
+
+// fillHead writes head into a review's or merge's body that named no commit
+// (claim.WriteVerdict.FillHead). The body has passed decodeBody: one JSON object whose
+// names are exact and given once, so setting the one name and encoding the object again
+// changes nothing else Gitea reads.
+func fillHead(b []byte, rule claim.BodyRule, head string) ([]byte, error) {
+	name, ok := headFields[rule]
+	if !ok {
+		return nil, fmt.Errorf("%w: no head field in body rule %q", errBody, rule)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return nil, fmt.Errorf("%w: %w", errBody, err)
+	}
+	v, err := json.Marshal(head)
+	if err != nil {
+		return nil, err
+	}
+	obj[name] = v
+	return json.Marshal(obj)
+}

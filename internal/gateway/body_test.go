@@ -382,3 +382,44 @@ func FuzzBodyAgreesWithGitea(f *testing.F) {
 		checkAgreement(t, contentType, rawQuery, body, ruleRoutes[int(rule)%len(ruleRoutes)])
 	})
 }
+
+func TestFillHead(t *testing.T) {
+	const head = "0123456789abcdef0123456789abcdef01234567"
+	for _, tt := range []struct {
+		name string
+		rule claim.BodyRule
+		body string
+	}{
+		{"review without commit_id", claim.BodyReview, `{"event":"COMMENT","body":"fine \u00e9 <b>"}`},
+		{"review with a null commit_id", claim.BodyReview, `{"commit_id":null,"event":"APPROVED"}`},
+		{"review with an empty commit_id", claim.BodyReview, `{"event":"COMMENT","commit_id":""}`},
+		{"merge without head_commit_id", claim.BodyMerge, `{"Do":"squash","merge_message_field":"Squashed"}`},
+		{"empty merge", claim.BodyMerge, `{}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := claim.Write{Route: claim.Route{Body: tt.rule}}
+			if err := decodeBody([]byte(tt.body), &before); err != nil {
+				t.Fatalf("the body does not decode to start with: %v", err)
+			}
+			out, err := fillHead([]byte(tt.body), tt.rule, head)
+			if err != nil {
+				t.Fatal(err)
+			}
+			after := claim.Write{Route: claim.Route{Body: tt.rule}}
+			if err := decodeBody(out, &after); err != nil {
+				t.Fatalf("the filled body %s does not decode: %v", out, err)
+			}
+			if after.CommitID != head {
+				t.Fatalf("filled body %s names commit %q, want %q", out, after.CommitID, head)
+			}
+			// Everything else reads as before.
+			after.CommitID = before.CommitID
+			if !reflect.DeepEqual(before, after) {
+				t.Fatalf("filling the head changed the write: %+v, want %+v", after, before)
+			}
+		})
+	}
+	if _, err := fillHead([]byte(`{"body":"x"}`), claim.BodyComment, head); err == nil {
+		t.Fatal("a comment got a head filled in")
+	}
+}

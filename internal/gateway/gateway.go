@@ -37,6 +37,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/internal/httpserve"
+	"github.com/giteatools/fleet-controller/internal/nudge"
 )
 
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims;workerregistrations,verbs=get;list;watch
@@ -104,6 +105,14 @@ type Gateway struct {
 	// MaxBody and MaxPush bound request bodies (DefaultMaxBody, DefaultMaxPush); MaxPush
 	// bounds the decompressed pack too.
 	MaxBody, MaxPush int64
+	// Nudges, when set, reaches the TaskClaim controller of this process (package nudge):
+	// after forwarding the write that completes a claim's role (claim.CompletingOperation)
+	// and seeing Gitea accept it, the gateway has the claim looked at again and holds
+	// Gitea's answer until that look is over, at most CompletionWait
+	// (DefaultCompletionWait when zero). The worker then reads the answer with the claim
+	// already ended, and the next role can claim the item at once.
+	Nudges         *nudge.Hub
+	CompletionWait time.Duration
 	// CommentBudget bounds the comments of one capability (DefaultCommentBudgetCount,
 	// DefaultCommentBudgetBytes), counted in a Lease per claim (budget.go) that starts from
 	// the caller's comments on its target in Gitea since its TaskClaim was created.
@@ -207,6 +216,9 @@ func (g *Gateway) init() {
 	if g.CommentBudget == (claim.CommentBudget{}) {
 		g.CommentBudget = claim.CommentBudget{Comments: DefaultCommentBudgetCount, Bytes: DefaultCommentBudgetBytes}
 	}
+	if g.CompletionWait <= 0 {
+		g.CompletionWait = DefaultCompletionWait
+	}
 	if g.Instance == "" {
 		g.Instance, _ = os.Hostname()
 	}
@@ -218,7 +230,7 @@ func (g *Gateway) init() {
 		Rewrite:        g.rewrite,
 		Transport:      g.Transport,
 		FlushInterval:  -1, // stream git packs
-		ModifyResponse: amendAdvertisement,
+		ModifyResponse: g.modifyResponse,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			logf.FromContext(r.Context()).Error(err, "Forwarding to Gitea failed")
 			writeRefusal(w, http.StatusBadGateway, "", claim.ReasonStateUnavailable, "Gitea could not be reached")

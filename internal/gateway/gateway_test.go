@@ -1,7 +1,9 @@
 package gateway_test
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -135,13 +137,25 @@ var _ = Describe("A reviewer capability", func() {
 			claim.ReasonOperationNotPermitted)
 		expectRefused(r.via(http.MethodPost, reviews, map[string]string{"event": "COMMENT", "commit_id": otherHead, "body": "x"}),
 			claim.ReasonWrongHead)
-		expectRefused(r.via(http.MethodPost, reviews, map[string]string{"event": "COMMENT", "body": "no head"}), claim.ReasonWrongHead)
 		expectRefused(r.via(http.MethodPost, reviews, map[string]string{"event": "PENDING", "commit_id": pr.HeadSHA}),
 			claim.ReasonOperationNotPermitted)
 
-		a := r.via(http.MethodPost, reviews, map[string]string{"event": "COMMENT", "commit_id": pr.HeadSHA, "body": "reviewed"})
+		By("a review naming no commit is made at the bound head, as the gateway fills it in")
+		a := r.via(http.MethodPost, reviews, map[string]string{"event": "COMMENT", "body": "reviewed"})
 		Expect(a.status).To(Equal(http.StatusOK), "%s", a.body)
 		Expect(author(a)).To(Equal(r.identity))
+		var stored struct {
+			CommitID string `json:"commit_id"`
+		}
+		Expect(json.Unmarshal(a.body, &stored)).To(Succeed())
+		Expect(stored.CommitID).To(Equal(pr.HeadSHA))
+		// What went to Gitea named the head (Gitea's own default would be its head at that
+		// moment): the audit Event's digest is the filled body's.
+		filled, err := json.Marshal(map[string]string{"body": "reviewed", "commit_id": pr.HeadSHA, "event": "COMMENT"})
+		Expect(err).NotTo(HaveOccurred())
+		sum := sha256.Sum256(filled)
+		Eventually(func() []string { return eventNotes("TaskClaim", nsMain, tc.Name) }).Should(
+			ContainElement(ContainSubstring("request sha256:" + hex.EncodeToString(sum[:]))))
 	})
 })
 
@@ -172,7 +186,8 @@ var _ = Describe("Approver and merger capabilities", func() {
 			claim.ReasonWrongHead)
 		expectRefused(m.via(http.MethodPost, apiPath("/pulls/%d/reviews", pr.Number), map[string]string{"event": "APPROVED", "commit_id": pr.HeadSHA}),
 			claim.ReasonOperationNotPermitted)
-		mv := m.via(http.MethodPost, apiPath("/pulls/%d/merge", pr.Number), map[string]string{"Do": "merge", "head_commit_id": pr.HeadSHA})
+		// Naming no head merges at the bound head: the gateway fills it in.
+		mv := m.via(http.MethodPost, apiPath("/pulls/%d/merge", pr.Number), map[string]string{"Do": "merge"})
 		Expect(mv.status).To(Equal(http.StatusOK), "%s", mv.body)
 		merged, _, err := srv.Admin(ctx).GetPullRequest(owner, name, pr.Number)
 		Expect(err).NotTo(HaveOccurred())

@@ -140,7 +140,19 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 		return
 	}
 
-	out := r.Clone(ctx)
+	if v.FillHead != "" {
+		// A review or merge that named no commit is made at the head the decision was on.
+		b, err := io.ReadAll(forward)
+		if err == nil {
+			b, err = fillHead(b, rt.Body, v.FillHead)
+		}
+		if err != nil {
+			g.failWrite(w, r, rt.Operation, err)
+			return
+		}
+		forward, length = bytes.NewReader(b), int64(len(b))
+	}
+	out := r.Clone(g.completing(ctx, tc, v.Operation))
 	digest := newDigestReader(forward)
 	out.Body, out.ContentLength = io.NopCloser(digest), length
 	if length < 0 {

@@ -77,6 +77,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/nudge"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
 	"github.com/giteatools/fleet-controller/test/support/testgitea"
 )
@@ -120,9 +121,11 @@ type claimBench struct {
 	ns           string
 	workers      []string
 	reconcilers  string // what the manager was configured with, for the report
-	stop         context.CancelFunc
-	stopped      chan error
-	warmed       bool
+	// nudges connects the claim reconciler to the benchmarks' gateways, as cmd/ does.
+	nudges  *nudge.Hub
+	stop    context.CancelFunc
+	stopped chan error
+	warmed  bool
 }
 
 var (
@@ -267,7 +270,7 @@ func startClaimBench(b *testing.B) *claimBench {
 func setupClaimBench(c client.WithWatch) (*claimBench, error) {
 	ctx := context.Background()
 	t0 := time.Now()
-	cb := &claimBench{c: c}
+	cb := &claimBench{c: c, nudges: &nudge.Hub{}}
 	srv, err := testgitea.Start(ctx)
 	cb.srv = srv // stopped by stopClaimBench even when half started
 	if err != nil {
@@ -353,6 +356,7 @@ func setupClaimBench(c client.WithWatch) (*claimBench, error) {
 		TTL:        claimTTL,
 		Clock:      clock.RealClock{},
 		Recorder:   mgr.GetEventRecorder("taskclaim-controller"),
+		Nudges:     cb.nudges,
 
 		MaxConcurrentReconciles: concurrency,
 	}).SetupWithManager(mgr); err != nil {

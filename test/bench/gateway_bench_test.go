@@ -127,10 +127,37 @@ type gatewayBench struct {
 	giteaToken string // the identity's Gitea token (what the gateway acts with)
 }
 
-// setupGatewayBench creates a Gitea identity with its gateway token in a credentials
-// Secret, a ServiceAccount and live registration of that name, an Active author claim on
-// a fresh issue, and an in-process gateway.
+// setupGatewayBench creates a gateway worker, an Active author claim of it on a fresh
+// issue, and an in-process gateway.
 func setupGatewayBench(ctx context.Context, b *testing.B, cb *claimBench) gatewayBench {
+	b.Helper()
+	creds, err := env.NewNamespace(ctx, "bench-creds")
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := newGatewayWorker(ctx, b, cb, creds)
+	issue := createIssues(b, cb, 1)[0]
+	activate(ctx, b, cb, w.name, fleetv1alpha1.TaskTarget{Repository: cb.repo, Kind: fleetv1alpha1.TargetKindIssue, Number: issue})
+	h := newBenchGateway(ctx, b, cb, creds,
+		// Every sample comments on one issue under one capability: a budget that holds
+		// them all (the budget's compare-and-swap is still paid on every comment).
+		claim.CommentBudget{Comments: 1 << 20, Bytes: 1 << 30})
+	return gatewayBench{handler: h, issue: issue, saToken: w.saToken, giteaToken: w.giteaToken}
+}
+
+// gatewayWorker is a worker that writes through the gateway: a Gitea account (a write
+// collaborator) whose gateway token sits in a credentials Secret, and a ServiceAccount
+// and live registration of the same name.
+type gatewayWorker struct {
+	name         string
+	registration *fleetv1alpha1.WorkerRegistration
+	saToken      string // the worker's gateway token (TokenRequest, gateway.Audience)
+	giteaToken   string // the identity's Gitea token (what the gateway acts with)
+}
+
+// newGatewayWorker creates a gateway worker whose credentials Secret is in creds, and
+// waits until its registration is live.
+func newGatewayWorker(ctx context.Context, b *testing.B, cb *claimBench, creds string) gatewayWorker {
 	b.Helper()
 	c := cb.c
 	name := testenv.Uniq("gwbench") + "-" + testgitea.RandomHex(2)
@@ -141,10 +168,6 @@ func setupGatewayBench(ctx context.Context, b *testing.B, cb *claimBench) gatewa
 		b.Fatal(err)
 	}
 	tok, err := cb.srv.CreateToken(ctx, name, "fleet-gateway", testgitea.GatewayScopes)
-	if err != nil {
-		b.Fatal(err)
-	}
-	creds, err := env.NewNamespace(ctx, "bench-creds")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -178,42 +201,57 @@ func setupGatewayBench(ctx context.Context, b *testing.B, cb *claimBench) gatewa
 	}); err != nil {
 		b.Fatal(err)
 	}
-	issue := createIssues(b, cb, 1)[0]
-	tc := &fleetv1alpha1.TaskClaim{ObjectMeta: metav1.ObjectMeta{Name: testenv.Uniq("gwbench"), Namespace: cb.ns},
-		Spec: fleetv1alpha1.TaskClaimSpec{Worker: name, Target: fleetv1alpha1.TaskTarget{Repository: cb.repo, Kind: fleetv1alpha1.TargetKindIssue, Number: issue}}}
-	deadline := time.Now().Add(2 * time.Minute)
-	for cur := (&fleetv1alpha1.TaskClaim{}); ; time.Sleep(100 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatalf("the benchmark's claim never became Active (phase %q)", cur.Status.Phase)
-		}
-		if cur.Name == "" {
-			// Create once the registration is live, so validation does not refuse it.
-			live := &fleetv1alpha1.WorkerRegistration{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(wr), live); err != nil || live.Status.OwnershipState != fleetv1alpha1.OwnershipLive {
-				continue
-			}
-			mustCreate(tc)
-		}
-		if err := c.Get(ctx, client.ObjectKeyFromObject(tc), cur); err != nil {
-			b.Fatal(err)
-		}
-		if cur.Status.Phase == fleetv1alpha1.ClaimPhaseActive {
-			break
-		}
-		if cur.Spec.Pin == "" && cur.Status.Validation != nil && cur.Status.Validation.Pin != "" {
-			patch := client.MergeFrom(cur.DeepCopy())
-			cur.Spec.Pin = cur.Status.Validation.Pin
-			if err := c.Patch(ctx, cur, patch); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
 	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{gateway.Audience}, ExpirationSeconds: ptr.To[int64](3600)}}
 	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
 		b.Fatal(err)
 	}
-	// The gateway's cache, as cmd/ gives it the manager's informers: reads and the
-	// comment budget's speculative reservation consult it.
+	deadline := time.Now().Add(2 * time.Minute)
+	for live := (&fleetv1alpha1.WorkerRegistration{}); live.Status.OwnershipState != fleetv1alpha1.OwnershipLive; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatalf("worker %s never showed live (ownership %q)", name, live.Status.OwnershipState)
+		}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(wr), live); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return gatewayWorker{name: name, registration: wr, saToken: tr.Status.Token, giteaToken: tok}
+}
+
+// activate creates worker's claim on target, pins it, and returns it Active; anything
+// else fails the benchmark.
+func activate(ctx context.Context, b *testing.B, cb *claimBench, worker string, target fleetv1alpha1.TaskTarget) *fleetv1alpha1.TaskClaim {
+	b.Helper()
+	tc := &fleetv1alpha1.TaskClaim{ObjectMeta: metav1.ObjectMeta{Name: testenv.Uniq("gwbench"), Namespace: cb.ns},
+		Spec: fleetv1alpha1.TaskClaimSpec{Worker: worker, Target: target}}
+	if err := cb.c.Create(ctx, tc); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for cur := (&fleetv1alpha1.TaskClaim{}); ; time.Sleep(20 * time.Millisecond) {
+		if err := cb.c.Get(ctx, client.ObjectKeyFromObject(tc), cur); err != nil {
+			b.Fatal(err)
+		}
+		switch {
+		case cur.Status.Phase == fleetv1alpha1.ClaimPhaseActive:
+			return cur
+		case claim.FinalPhase(cur.Status.Phase) || time.Now().After(deadline):
+			b.Fatalf("claim %s on %s#%d is %q, want Active (%+v)", tc.Name, target.Kind, target.Number, cur.Status.Phase, cur.Status.Result)
+		case cur.Spec.Pin == "" && cur.Status.Validation != nil && cur.Status.Validation.Pin != "":
+			patch := client.MergeFrom(cur.DeepCopy())
+			cur.Spec.Pin = cur.Status.Validation.Pin
+			if err := cb.c.Patch(ctx, cur, patch); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// newBenchGateway builds an in-process gateway as cmd/ does: the manager's informers as
+// its cache (reads and the comment budget's speculative reservation consult it), the
+// identities' tokens from creds, and the claim reconciler's nudges.
+func newBenchGateway(ctx context.Context, b *testing.B, cb *claimBench, creds string, budget claim.CommentBudget) http.Handler {
+	b.Helper()
+	c := cb.c
 	informers, err := cache.New(env.Config, cache.Options{Scheme: env.Scheme})
 	if err != nil {
 		b.Fatal(err)
@@ -229,13 +267,10 @@ func setupGatewayBench(ctx context.Context, b *testing.B, cb *claimBench) gatewa
 	}
 	g := &gateway.Gateway{GiteaURL: cb.srv.URL, Repository: cb.repo, Reader: c, Cache: informers, Authn: gateway.NewAuthenticator(c),
 		Credentials: gateway.NewCredentials(c, creds, cb.gc), Gitea: cb.gc, Recorder: testenv.Discard, Client: c, Clock: clock.RealClock{},
-		Rate: 1e6, Burst: 1e6,
-		// Every sample comments on one issue under one capability: a budget that holds
-		// them all (the budget's compare-and-swap is still paid on every comment).
-		CommentBudget: claim.CommentBudget{Comments: 1 << 20, Bytes: 1 << 30}}
+		Rate: 1e6, Burst: 1e6, CommentBudget: budget, Nudges: cb.nudges}
 	h, err := g.Handler()
 	if err != nil {
 		b.Fatal(err)
 	}
-	return gatewayBench{handler: h, issue: issue, saToken: tr.Status.Token, giteaToken: tok}
+	return h
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/nudge"
 	"github.com/giteatools/fleet-controller/internal/workflowfence"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
 	"github.com/giteatools/fleet-controller/test/support/testgitea"
@@ -76,6 +77,9 @@ type Wiring struct {
 	ClaimTTL time.Duration
 	// ActiveRecheck is how often an Active claim is looked at again (zero: a second).
 	ActiveRecheck time.Duration
+	// Nudges, when set, is shared with the suite's gateway (gateway.Gateway.Nudges), as
+	// cmd/setup.go shares it.
+	Nudges *nudge.Hub
 }
 
 // Wire adds what w names to mgr and returns the manager's elections; wait for
@@ -112,6 +116,7 @@ func Wire(mgr manager.Manager, w Wiring) (hostagent.Elections, error) {
 		Repository:    w.Repository,
 		TTL:           ttl,
 		ActiveRecheck: recheck,
+		Nudges:        w.Nudges,
 		Clock:         clk,
 		Recorder:      mgr.GetEventRecorder("taskclaim-controller"),
 	}).SetupWithManager(mgr)
