@@ -294,7 +294,7 @@ func printCapability(w io.Writer, tc *fleetv1alpha1.TaskClaim, wide bool) error 
 	fmt.Fprintln(tw)
 	branch := workBranch(tc)
 	if branch == "" {
-		branch = "<none>"
+		branch = noValue
 	}
 	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s", tc.Name, targetString(c.Repository, c.Target.Kind, c.Target.Number, c.Target.HeadSHA),
 		c.Role, strings.Join(c.Operations, ","), c.ExpiresAt.UTC().Format(time.RFC3339), branch)
@@ -333,15 +333,15 @@ func shortSHA(s string) string {
 	return s
 }
 
-// openClaims are the worker's claims that are not final, newest first.
-func openClaims(ctx context.Context, c client.Client, ns, worker string) ([]fleetv1alpha1.TaskClaim, error) {
+// workerClaims are the worker's claims not being deleted, newest first.
+func workerClaims(ctx context.Context, c client.Client, ns, worker string) ([]fleetv1alpha1.TaskClaim, error) {
 	list := &fleetv1alpha1.TaskClaimList{}
 	if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 		return nil, fmt.Errorf("listing task claims: %w", err)
 	}
 	var out []fleetv1alpha1.TaskClaim
 	for _, tc := range list.Items {
-		if tc.Spec.Worker == worker && !claim.FinalPhase(tc.Status.Phase) && tc.DeletionTimestamp == nil {
+		if tc.Spec.Worker == worker && tc.DeletionTimestamp == nil {
 			out = append(out, tc)
 		}
 	}
@@ -349,8 +349,20 @@ func openClaims(ctx context.Context, c client.Client, ns, worker string) ([]flee
 	return out, nil
 }
 
-// pickClaim is the named claim of the worker, or its only open claim.
-func pickClaim(ctx context.Context, c client.Client, ns, worker string, args []string) (*fleetv1alpha1.TaskClaim, error) {
+// openClaims are the worker's claims that are not final, newest first.
+func openClaims(ctx context.Context, c client.Client, ns, worker string) ([]fleetv1alpha1.TaskClaim, error) {
+	all, err := workerClaims(ctx, c, ns, worker)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(tc fleetv1alpha1.TaskClaim) bool { return claim.FinalPhase(tc.Status.Phase) }), nil
+}
+
+// pickClaim is the named claim of the worker, or its only open claim. For complete
+// (completed), a worker with no open claim gets its newest claim when that one already
+// ended Completed: the gateway ends a claim at the write that completes its role, before
+// the worker hears back, so the complete that follows finds the cycle finished.
+func pickClaim(ctx context.Context, c client.Client, ns, worker string, args []string, completed bool) (*fleetv1alpha1.TaskClaim, error) {
 	if len(args) > 1 {
 		return nil, usageErrorf("at most one claim name")
 	}
@@ -370,13 +382,27 @@ func pickClaim(ctx context.Context, c client.Client, ns, worker string, args []s
 	if worker == "" {
 		return nil, usageErrorf("name the claim, or the worker (--worker or %s)", EnvWorker)
 	}
-	open, err := openClaims(ctx, c, ns, worker)
+	all, err := workerClaims(ctx, c, ns, worker)
 	if err != nil {
 		return nil, err
 	}
+	var open []fleetv1alpha1.TaskClaim
+	for _, tc := range all {
+		if !claim.FinalPhase(tc.Status.Phase) {
+			open = append(open, tc)
+		}
+	}
 	switch len(open) {
 	case 0:
-		return nil, usageErrorf("worker %s has no open claim", worker)
+		if len(all) == 0 {
+			return nil, usageErrorf("worker %s has no open claim", worker)
+		}
+		newest := &all[0]
+		if completed && newest.Status.Phase == fleetv1alpha1.ClaimPhaseCompleted {
+			return newest, nil
+		}
+		return nil, usageErrorf("worker %s has no open claim (its newest, %s, is %s: %s)", worker, newest.Name,
+			phaseOr(newest.Status.Phase), endReason(newest))
 	case 1:
 		return &open[0], nil
 	}
@@ -385,6 +411,17 @@ func pickClaim(ctx context.Context, c client.Client, ns, worker string, args []s
 		names = append(names, tc.Name)
 	}
 	return nil, usageErrorf("worker %s has %d open claims (%s): name one", worker, len(open), strings.Join(names, ", "))
+}
+
+// endReason says why a final claim ended: its ended reason, or the reason it was refused.
+func endReason(tc *fleetv1alpha1.TaskClaim) string {
+	switch {
+	case tc.Status.EndedReason != "":
+		return tc.Status.EndedReason
+	case tc.Status.Result != nil && tc.Status.Result.Class != "":
+		return tc.Status.Result.Class + ", " + phaseOr(tc.Status.Result.FailedPredicate)
+	}
+	return noValue
 }
 
 // ended reports whether a claim is final with nothing of it left in force: a claim that
@@ -398,6 +435,11 @@ func ended(tc *fleetv1alpha1.TaskClaim) bool {
 // and its record cleared.
 func (o *Options) endClaim(ctx context.Context, c client.Client, tc *fleetv1alpha1.TaskClaim, complete bool, timeout time.Duration, pg *progress) (*fleetv1alpha1.TaskClaim, error) {
 	if claim.FinalPhase(tc.Status.Phase) {
+		if complete && tc.Status.Phase == fleetv1alpha1.ClaimPhaseCompleted {
+			// Its own work already completed it (or an earlier complete did): the cycle is
+			// finished, as asked. Wait only for its record to be cleared.
+			return o.awaitEnd(ctx, c, tc, timeout, pg)
+		}
 		return nil, usageErrorf("claim %s is already %s", tc.Name, tc.Status.Phase)
 	}
 	base := tc.DeepCopy()
@@ -409,6 +451,11 @@ func (o *Options) endClaim(ctx context.Context, c client.Client, tc *fleetv1alph
 	if err := c.Patch(ctx, tc, client.MergeFrom(base)); err != nil {
 		return nil, fmt.Errorf("updating claim %s: %w", tc.Name, err)
 	}
+	return o.awaitEnd(ctx, c, tc, timeout, pg)
+}
+
+// awaitEnd waits until tc is final and its record cleared.
+func (o *Options) awaitEnd(ctx context.Context, c client.Client, tc *fleetv1alpha1.TaskClaim, timeout time.Duration, pg *progress) (*fleetv1alpha1.TaskClaim, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	got := &fleetv1alpha1.TaskClaim{ObjectMeta: metav1.ObjectMeta{Name: tc.Name, Namespace: tc.Namespace}}
@@ -464,7 +511,7 @@ func newReleaseCommand(o *Options, complete bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tc, err := pickClaim(cmd.Context(), c, ns, name, args)
+			tc, err := pickClaim(cmd.Context(), c, ns, name, args, complete)
 			if err != nil {
 				return err
 			}

@@ -17,6 +17,7 @@ import (
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/cli"
+	"github.com/giteatools/fleet-controller/test/support/testenv"
 )
 
 var _ = Describe("claim, release, complete and token", func() {
@@ -141,6 +142,39 @@ var _ = Describe("claim, release, complete and token", func() {
 		}, 3*time.Minute, time.Second).Should(Succeed())
 		r = fleetCmd(ctx, ns, workerEnv(b), append(asWorker(ns, b), "claim", "issue", n)...)
 		Expect(r.code).To(Equal(cli.ExitOK), "%s", r)
+	})
+
+	It("completes a claim its own work already ended, and says why a worker has no open claim", func() {
+		ns := newNamespace()
+		login := testenv.Uniq("rv") + "-" + suffix
+		token, err := srv.CreateUser(ctx, login)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(srv.AddCollaborator(ctx, repo, login)).To(Succeed())
+		w := register(ns, login, startChild())
+		env := workerEnv(w)
+		pr, err := srv.CreatePull(ctx, ownerToken, repo, "reviewed, then completed")
+		Expect(err).NotTo(HaveOccurred())
+		r := fleetCmd(ctx, ns, env, append(asWorker(ns, w), "claim", "pr", strconv.FormatInt(pr.Number, 10))...)
+		Expect(r.code).To(Equal(cli.ExitOK), "%s", r)
+		Expect(r.stdout).To(ContainSubstring("reviewer"))
+
+		By("the review lands (straight in Gitea here; through the gateway the claim ends before its answer), and the claim ends Completed")
+		Expect(srv.Review(ctx, token, repo, pr.Number, gitea.ReviewStateComment, "Reviewed.")).To(Succeed())
+		Eventually(func(g Gomega) {
+			all := claimsOf(ns)
+			g.Expect(all).To(HaveLen(1))
+			g.Expect(all[0].Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseCompleted))
+		}).Should(Succeed())
+
+		By("complete then reports the finished cycle instead of an error")
+		r = fleetCmd(ctx, ns, env, append(asWorker(ns, w), "complete")...)
+		Expect(r.code).To(Equal(cli.ExitOK), "%s", r)
+		Expect(r.stdout).To(MatchRegexp(`claim \S+ completed \(work_done\)`))
+
+		By("release has nothing to give back, and says what became of the newest claim")
+		r = fleetCmd(ctx, ns, env, append(asWorker(ns, w), "release")...)
+		Expect(r.code).To(Equal(cli.ExitUsage), "%s", r)
+		Expect(r.stderr).To(SatisfyAll(ContainSubstring("has no open claim (its newest, "), ContainSubstring("is Completed: work_done)")))
 	})
 
 	It("exits with the code of each refusal class the controller gives", func() {

@@ -135,7 +135,7 @@ func NewRootCommand(o *Options) *cobra.Command {
 issues and pull requests for them, and plans, approves and reports the retirement of
 stale registrations.
 
-Worker commands:   register, heartbeat, run, claim, release, complete, token, mcp
+Worker commands:   register, heartbeat, run, claim, release, complete, token, git-credential, mcp
 Operator commands: plan, approve, status
 
 Exit codes (every command):
@@ -150,7 +150,7 @@ Exit codes (every command):
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: ExitUsage, Err: err} })
 	root.AddCommand(
 		newRegisterCommand(o), newHeartbeatCommand(o), newRunCommand(o),
-		newClaimCommand(o), newReleaseCommand(o, false), newReleaseCommand(o, true), newTokenCommand(o),
+		newClaimCommand(o), newReleaseCommand(o, false), newReleaseCommand(o, true), newTokenCommand(o), newGitCredentialCommand(o),
 		newPlanCommand(o), newApproveCommand(o), newStatusCommand(o),
 		newMCPCommand(o),
 	)

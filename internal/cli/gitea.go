@@ -250,8 +250,13 @@ func newTokenCommand(o *Options) *cobra.Command {
 with the gateway's audience, ` + GatewayAudience + `, and print it. Any Gitea client
 pointed at the gateway authenticates with it; the gateway forwards only the writes the
 worker's active claim permits.`,
-		Example: `  # Point tea or curl at the gateway
+		Example: `  # Point curl at the gateway
   curl -H "Authorization: Bearer $(kubectl fleet token)" "$FLEET_GATEWAY_URL/api/v1/user"
+
+  # Point tea at the gateway (a login whose token is the gateway token)
+  tea login add --name fleet --url "$FLEET_GATEWAY_URL" --token "$(kubectl fleet token)"
+
+  # For git, use the credential helper instead: kubectl fleet git-credential --help
 
   # The whole TokenRequest, with its expiry
   kubectl fleet token --duration 10m -o yaml`,

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,11 @@ type MCPConfig struct {
 	GatewayURL string
 	// Timeout bounds each claim wait.
 	Timeout time.Duration
+	// StartError, when set, is why the server cannot act for the worker (no such worker, no
+	// API server, no namespace). The server still starts, with its tools listed, and
+	// answers every tool call with this error: MCP hosts hide a server's standard error, so
+	// a server that exited before the handshake would show only "connection closed".
+	StartError error
 }
 
 // mcpTools serves the worker commands as MCP tools.
@@ -117,7 +123,23 @@ func (t *mcpTools) server() *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "approve", Annotations: writes(false, false), Description: "Approve the claimed pull request at the claimed head, through the gateway."}, t.approve)
 	mcp.AddTool(s, &mcp.Tool{Name: "merge", Annotations: writes(true, false), InputSchema: inputSchema[MergeInput](mergeStyles), Description: "Merge the claimed pull request at the claimed head, through the gateway."}, t.merge)
 	mcp.AddTool(s, &mcp.Tool{Name: "open_pr", Annotations: writes(false, false), Description: "Open a pull request for the claimed issue from a work branch, through the gateway."}, t.openPR)
+	if t.cfg.StartError != nil {
+		s.AddReceivingMiddleware(refuseCalls(t.cfg.StartError))
+	}
 	return s
+}
+
+// refuseCalls answers every tool call with err, as a tool error the agent reads, and
+// passes every other request (the handshake, the tool list) on.
+func refuseCalls(err error) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method != "tools/call" {
+				return next(ctx, method, req)
+			}
+			return toolError(fmt.Errorf("the fleet MCP server cannot act for its worker: %w", err)), nil
+		}
+	}
 }
 
 func newMCPCommand(o *Options) *cobra.Command {
@@ -136,25 +158,11 @@ rule, or the gateway's reason) that names no other task.`,
   {"command": "kubectl", "args": ["fleet", "mcp", "--gateway-url", "http://127.0.0.1:8083"]}`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			name, err := o.workerName(worker)
-			if err != nil {
-				return err
-			}
-			ns, err := o.Namespace()
-			if err != nil {
-				return err
-			}
-			c, err := o.Client()
-			if err != nil {
-				return err
-			}
-			cfg := MCPConfig{Client: c, Namespace: ns, Worker: name, GatewayURL: o.gatewayURL(&gf), Timeout: timeout,
-				GiteaURL: gf.giteaURL, GiteaToken: o.Getenv(EnvGiteaToken)}
-			if cfg.GiteaURL == "" {
-				cfg.GiteaURL = o.Getenv(EnvGiteaURL)
-			}
-			if _, err := o.worker(cmd.Context(), c, ns, name); err != nil {
-				return err
+			cfg := MCPConfig{GatewayURL: o.gatewayURL(&gf), Timeout: timeout, GiteaURL: cmp.Or(gf.giteaURL, o.Getenv(EnvGiteaURL)),
+				GiteaToken: o.Getenv(EnvGiteaToken)}
+			if cfg.StartError = o.mcpWorker(cmd.Context(), &cfg, worker); cfg.StartError != nil {
+				// Said on standard error too, for a person running it by hand.
+				fmt.Fprintf(o.Streams.ErrOut, "error: %v (every tool call answers with this)\n", cfg.StartError)
 			}
 			return o.NewMCPServer(cfg).Run(cmd.Context(), &mcp.StdioTransport{})
 		},
@@ -163,6 +171,28 @@ rule, or the gateway's reason) that names no other task.`,
 	gf.add(cmd)
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "How long a claim waits for the controller.")
 	return cmd
+}
+
+// mcpWorker settles whom the MCP server acts for: the worker (flag or FLEET_WORKER), its
+// namespace, an API client, and the worker's registration, which must exist.
+func (o *Options) mcpWorker(ctx context.Context, cfg *MCPConfig, flag string) error {
+	name, err := o.workerName(flag)
+	if err != nil {
+		return err
+	}
+	ns, err := o.Namespace()
+	if err != nil {
+		return err
+	}
+	c, err := o.Client()
+	if err != nil {
+		return err
+	}
+	if _, err := o.worker(ctx, c, ns, name); err != nil {
+		return err
+	}
+	cfg.Client, cfg.Namespace, cfg.Worker = c, ns, name
+	return nil
 }
 
 // --- results ----------------------------------------------------------------------------
@@ -391,7 +421,7 @@ func (t *mcpTools) end(ctx context.Context, in EndInput, complete bool) (*EndOut
 	if in.Claim != "" {
 		args = []string{in.Claim}
 	}
-	tc, err := pickClaim(ctx, t.cfg.Client, t.cfg.Namespace, t.cfg.Worker, args)
+	tc, err := pickClaim(ctx, t.cfg.Client, t.cfg.Namespace, t.cfg.Worker, args, complete)
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,12 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -134,4 +138,59 @@ func hostSession(t *testing.T) *mcp.ClientSession {
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
+}
+
+// TestMCPStartFailureIsAnswered: `kubectl fleet mcp` started by an MCP host for a worker
+// it cannot act for (no worker named; no API server answering) completes the handshake
+// and lists its tools, and every tool call returns the reason as a tool error, where a
+// host shows it. It does not exit before the handshake, which a host would show only as a
+// closed connection.
+func TestMCPStartFailureIsAnswered(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no worker", nil, "no worker: pass --worker or set " + cli.EnvWorker},
+		{"no API server", []string{"--worker", "bot-gone", "--request-timeout", "5s"}, "127.0.0.1:1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(self, append([]string{"mcp", "--server", "http://127.0.0.1:1", "-n", "default"}, tc.args...)...)
+			cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, cli.EnvWorker+"=") }),
+				asKubectlFleet+"=1")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-host", Version: "v0"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+			if err != nil {
+				t.Fatalf("the handshake failed: %v", err)
+			}
+			defer func() { _ = cs.Close() }()
+			tools, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tools.Tools) != 9 {
+				t.Errorf("%d tools listed, want the 9 a working server lists", len(tools.Tools))
+			}
+			for _, tool := range []string{"inspect", "claim", "comment"} {
+				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"kind": "issue", "number": 1, "body": "x"}})
+				if err != nil {
+					t.Fatalf("%s: %v", tool, err)
+				}
+				text := ""
+				if len(res.Content) > 0 {
+					if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+						text = tc.Text
+					}
+				}
+				if !res.IsError || !strings.Contains(text, "cannot act for its worker") || !strings.Contains(text, tc.want) {
+					t.Errorf("%s answered isError=%v %q: want the start-up failure, saying %q", tool, res.IsError, text, tc.want)
+				}
+			}
+		})
+	}
 }

@@ -94,6 +94,9 @@ func (o *Options) progress() *progress {
 	return &progress{w: o.Streams.ErrOut, on: isTerminal(o.Streams.Out), start: time.Now()}
 }
 
+// noValue is what a table shows, and a message says, for a value that is not set.
+const noValue = "<none>"
+
 var spinner = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
 
 // step redraws the line with msg.

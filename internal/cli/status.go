@@ -90,7 +90,7 @@ func printStatus(w io.Writer, s FleetStatus, wide bool) error {
 		tw = table(w)
 		fmt.Fprintln(tw, "WORKER\tIDENTITY\tPHASE\tOWNERSHIP\tPID\tHEARTBEAT")
 		for _, r := range s.Workers {
-			hb := "<none>"
+			hb := noValue
 			if r.Heartbeat != nil {
 				hb = r.Heartbeat.UTC().Format(time.RFC3339)
 			}

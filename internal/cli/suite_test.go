@@ -60,9 +60,16 @@ var (
 )
 
 // TestMain lets this binary double as the helper `kubectl fleet run` starts.
+// asKubectlFleet makes this test binary run as kubectl-fleet (TestMain): a test starts it
+// as an MCP host starts the plugin.
+const asKubectlFleet = "FLEET_CLI_TEST_AS_KUBECTL_FLEET"
+
 func TestMain(m *testing.M) {
 	if code, ok := cli.RunExecShim(); ok {
 		os.Exit(code)
+	}
+	if os.Getenv(asKubectlFleet) == "1" {
+		os.Exit(cli.Main(os.Args[1:]))
 	}
 	os.Exit(m.Run())
 }

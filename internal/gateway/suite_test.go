@@ -29,9 +29,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/cli"
 	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/internal/liveness"
+	"github.com/giteatools/fleet-controller/internal/nudge"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
 	"github.com/giteatools/fleet-controller/test/support/testfleet"
 	"github.com/giteatools/fleet-controller/test/support/testgitea"
@@ -68,6 +70,15 @@ var (
 )
 
 type gitUser struct{ login, token string }
+
+// TestMain runs this test binary as kubectl-fleet when asKubectlFleet is set: git runs
+// it as its credential helper (credential_test.go).
+func TestMain(m *testing.M) {
+	if os.Getenv(asKubectlFleet) == "1" {
+		os.Exit(cli.Main(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
 
 func TestGateway(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -128,13 +139,15 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	// This host's agent and the fleet coordinator, the WorkerRegistration and TaskClaim
 	// reconcilers, as cmd/setup.go runs them.
+	nudges := &nudge.Hub{}
 	elections, err := testfleet.Wire(mgr, testfleet.Wiring{Host: hostFacts, AgentNamespace: agentNamespace,
-		Gitea: gc, Repository: repo, ClaimTTL: time.Hour, ActiveRecheck: time.Second})
+		Gitea: gc, Repository: repo, ClaimTTL: time.Hour, ActiveRecheck: time.Second, Nudges: nudges})
 	Expect(err).NotTo(HaveOccurred())
 	recorder, apiReader = mgr.GetEventRecorder("fleet-gateway"), mgr.GetAPIReader()
 	gw = newGateway(mgr.GetClient(), apiReader, recorder, clock.RealClock{})
 	gw.Addr = gwAddr
 	gw.Cache = mgr.GetClient()
+	gw.Nudges = nudges
 	Expect(mgr.Add(gw)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
