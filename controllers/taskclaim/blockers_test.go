@@ -137,10 +137,10 @@ var _ = Describe("Fail-closed refusals", Ordered, func() {
 			note(want)
 		})
 
-		It("stale: the requested item does not exist or is of another kind", func() {
-			expectRefused(w.claim(issueTarget(999999)), refusal{"stale_state", "stale", "target_state_mismatch"})
+		It("ineligible, not stale: the requested item does not exist or is of the other kind", func() {
+			expectRefused(w.claim(issueTarget(999999)), refusal{"eligibility", "ineligible", "target_not_found"})
 			pr := newPull(human, "named as an issue")
-			expectRefused(w.claim(issueTarget(pr.Number)), refusal{"stale_state", "stale", "target_state_mismatch"})
+			expectRefused(w.claim(issueTarget(pr.Number)), refusal{"eligibility", "ineligible", "target_kind_mismatch"})
 		})
 
 		It("gives the five target blockers five distinct types", func() {

@@ -118,11 +118,11 @@ func (r *Reconciler) gatherWith(ctx context.Context, tc *fleetv1alpha1.TaskClaim
 		st, err := r.targetReads().ReadTarget(ctx, target)
 		switch {
 		case giteaclaim.Unreadable(err):
-			// The state read does not describe the requested target, or its claim record
-			// cannot be read: the rules refuse it as stale, and an active capability on it
-			// ends (ownership can no longer be shown). Retrying would keep such a
-			// capability alive.
-			st = claim.TargetState{}
+			// There is no item of the requested kind (the rules refuse the request for
+			// what it asks), or its claim record cannot be read (refused as stale). Either
+			// way an active capability on it ends: ownership can no longer be shown.
+			// Retrying would keep such a capability alive.
+			st = claim.TargetState{Missing: giteaclaim.MissingOf(err)}
 		case err != nil:
 			return fmt.Errorf("reading %s from Gitea: %w", target, err)
 		}

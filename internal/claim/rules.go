@@ -70,6 +70,8 @@ const (
 	ruleTargetStateMismatch      ruleID = "TC020"
 	ruleHeadSHAMismatch          ruleID = "TC021"
 	ruleTargetStateIncomplete    ruleID = "TC022"
+	ruleTargetNotFound           ruleID = "TC023"
+	ruleTargetKindMismatch       ruleID = "TC024"
 	ruleTargetTerminal           ruleID = "TC030"
 	ruleDependencyOpen           ruleID = "TC031"
 	ruleTargetBlocked            ruleID = "TC032"

@@ -206,9 +206,25 @@ func (r *Record) InForce(now time.Time) bool {
 	return true
 }
 
+// Missing is why a requested item could not be read at all.
+type Missing string
+
+const (
+	// MissingNone: the item was read (or the read failed for another reason).
+	MissingNone Missing = ""
+	// MissingNotFound: Gitea has no issue or pull request under the number.
+	MissingNotFound Missing = "not_found"
+	// MissingOtherKind: Gitea holds the other kind (issue or pull request) there.
+	MissingOtherKind Missing = "other_kind"
+)
+
 // TargetState is everything the decisions need to know about a target, as
 // read from Gitea and from the per-target Lease by the reconciler.
 type TargetState struct {
+	// Missing says why there is no item to describe: Gitea has nothing under the
+	// requested number, or holds the other kind there. Every field read from Gitea is
+	// then empty.
+	Missing Missing `json:"missing,omitempty"`
 	// Target is the item that was actually read, including its current head.
 	Target Target `json:"target"`
 	// State is "open" or "closed".

@@ -52,11 +52,12 @@ type Validation struct {
 //  1. worker registered, active and live; capability verdict allowed (authority)
 //  2. target well formed; worker binding, target and controller repository agree; the
 //     worker holds no other claim (policy)
-//  3. the state read describes the requested target and head, and is complete (stale_state)
-//  4. target not closed or merged (eligibility/terminal)
-//  5. no open dependency edge (eligibility/dependency_gated); not labelled blocked (eligibility/ineligible)
-//  6. no foreign claim record, Lease holder or assignee (contention/foreign_claimed)
-//  7. identity independence for the derived role (authority/ineligible)
+//  3. the requested number holds an item of the requested kind (eligibility/ineligible)
+//  4. the state read describes the requested target and head, and is complete (stale_state)
+//  5. target not closed or merged (eligibility/terminal)
+//  6. no open dependency edge (eligibility/dependency_gated); not labelled blocked (eligibility/ineligible)
+//  7. no foreign claim record, Lease holder or assignee (contention/foreign_claimed)
+//  8. identity independence for the derived role (authority/ineligible)
 //
 // Validation may refuse; it never proposes or selects another target.
 func Validate(in ValidateInput) (Validation, Result) {
@@ -76,6 +77,7 @@ func evaluate(in ValidateInput) (Validation, ruleID) {
 		checkTargetShape,
 		checkBinding,
 		checkSingleClaim,
+		checkExists,
 		checkFreshness,
 		checkTerminal,
 		checkDependencies,
@@ -170,6 +172,18 @@ func checkBinding(in ValidateInput) ruleID {
 func checkSingleClaim(in ValidateInput) ruleID {
 	if in.OtherClaims > 0 {
 		return ruleWorkerHoldsClaim
+	}
+	return ""
+}
+
+// checkExists refuses a request for an item Gitea does not have, or has as the other
+// kind: a request that can never be met, which is not stale state (nothing moved).
+func checkExists(in ValidateInput) ruleID {
+	switch in.State.Missing {
+	case MissingNotFound:
+		return ruleTargetNotFound
+	case MissingOtherKind:
+		return ruleTargetKindMismatch
 	}
 	return ""
 }

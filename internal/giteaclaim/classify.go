@@ -13,6 +13,19 @@ func Unreadable(err error) bool {
 	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrKindMismatch) || errors.Is(err, ErrMalformedRecord)
 }
 
+// MissingOf says whether a ReadTarget error means there is no item of the requested kind
+// to describe: nothing under the number, or the other kind there. Such a request is
+// refused for what it asks, not as stale state.
+func MissingOf(err error) claim.Missing {
+	switch {
+	case errors.Is(err, ErrNoSuchItem):
+		return claim.MissingNotFound
+	case errors.Is(err, ErrKindMismatch):
+		return claim.MissingOtherKind
+	}
+	return claim.MissingNone
+}
+
 // PublishFailureOf classifies a Publish error for the claim decision: a lost guarded
 // write, another claim's record, an assignee other than the claiming identity (with no
 // other claim's record in force), or anything else (nothing proven published).

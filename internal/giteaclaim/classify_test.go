@@ -16,18 +16,20 @@ func TestClassify(t *testing.T) {
 		unreadable  bool
 		nothing     bool
 		publication claim.PublishFailure
+		missing     claim.Missing
 	}{
-		{"lost guarded write", wrap(&ConflictError{}), false, false, claim.PublishConflict},
-		{"foreign record", wrap(&ForeignClaimError{Holder: &claim.Record{ClaimID: "other"}}), false, false, claim.PublishForeign},
-		{"foreign record and assignee", wrap(&ForeignClaimError{Holder: &claim.Record{ClaimID: "other"}, Assignees: []string{"x"}}), false, false, claim.PublishForeign},
-		{"foreign assignee only", wrap(&ForeignClaimError{Assignees: []string{"someone"}}), false, false, claim.PublishAssigneeForeign},
-		{"foreign, nothing named", wrap(&ForeignClaimError{}), false, false, claim.PublishForeign},
-		{"read-back shows another record", wrap(&NotInForceError{}), false, true, claim.PublishForeign},
-		{"target gone", wrap(ErrNotFound), true, true, claim.PublishUnavailable},
-		{"kind mismatch", wrap(ErrKindMismatch), true, true, claim.PublishUnavailable},
-		{"malformed record", wrap(ErrMalformedRecord), true, true, claim.PublishUnavailable},
-		{"unverified write", wrap(ErrUnverified), false, false, claim.PublishUnavailable},
-		{"transport failure", errors.New("connection refused"), false, false, claim.PublishUnavailable},
+		{"lost guarded write", wrap(&ConflictError{}), false, false, claim.PublishConflict, claim.MissingNone},
+		{"foreign record", wrap(&ForeignClaimError{Holder: &claim.Record{ClaimID: "other"}}), false, false, claim.PublishForeign, claim.MissingNone},
+		{"foreign record and assignee", wrap(&ForeignClaimError{Holder: &claim.Record{ClaimID: "other"}, Assignees: []string{"x"}}), false, false, claim.PublishForeign, claim.MissingNone},
+		{"foreign assignee only", wrap(&ForeignClaimError{Assignees: []string{"someone"}}), false, false, claim.PublishAssigneeForeign, claim.MissingNone},
+		{"foreign, nothing named", wrap(&ForeignClaimError{}), false, false, claim.PublishForeign, claim.MissingNone},
+		{"read-back shows another record", wrap(&NotInForceError{}), false, true, claim.PublishForeign, claim.MissingNone},
+		{"target gone", wrap(fmt.Errorf("%w: %w", ErrNoSuchItem, ErrNotFound)), true, true, claim.PublishUnavailable, claim.MissingNotFound},
+		{"another read's 404", wrap(ErrNotFound), true, true, claim.PublishUnavailable, claim.MissingNone},
+		{"kind mismatch", wrap(ErrKindMismatch), true, true, claim.PublishUnavailable, claim.MissingOtherKind},
+		{"malformed record", wrap(ErrMalformedRecord), true, true, claim.PublishUnavailable, claim.MissingNone},
+		{"unverified write", wrap(ErrUnverified), false, false, claim.PublishUnavailable, claim.MissingNone},
+		{"transport failure", errors.New("connection refused"), false, false, claim.PublishUnavailable, claim.MissingNone},
 	}
 	for _, tt := range tests {
 		if got := Unreadable(tt.err); got != tt.unreadable {
@@ -38,6 +40,9 @@ func TestClassify(t *testing.T) {
 		}
 		if got := PublishFailureOf(tt.err); got != tt.publication {
 			t.Errorf("%s: PublishFailureOf = %s, want %s", tt.name, got, tt.publication)
+		}
+		if got := MissingOf(tt.err); got != tt.missing {
+			t.Errorf("%s: MissingOf = %q, want %q", tt.name, got, tt.missing)
 		}
 	}
 }

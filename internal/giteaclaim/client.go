@@ -257,6 +257,9 @@ func (c *Client) readIssue(ctx context.Context, t claim.Target) (*rawIssue, erro
 	}
 	var is rawIssue
 	if err := c.doJSON(ctx, http.MethodGet, issuePath(owner, name, t.Number), nil, &is); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil, fmt.Errorf("reading %s: %w: %w", t, ErrNoSuchItem, err)
+		}
 		return nil, fmt.Errorf("reading %s: %w", t, err)
 	}
 	if is.ContentVersion == nil {

@@ -39,6 +39,9 @@ var (
 	// ErrUnsupportedServer: Gitea did not return content_version, so it cannot
 	// guard the body write; nothing was written.
 	ErrUnsupportedServer = errors.New("gitea server does not expose content_version")
+	// ErrNoSuchItem: Gitea has no issue or pull request under the target's number (its
+	// read answered 404). The error wraps ErrNotFound too.
+	ErrNoSuchItem = errors.New("no issue or pull request under that number")
 	// ErrNotFound: Gitea answered 404 (see APIError).
 	ErrNotFound = errors.New("not found")
 	// ErrForbidden: Gitea answered 401 or 403 (see APIError).

@@ -436,6 +436,11 @@ func TestReadTargetIssue(t *testing.T) {
 	if _, err := f.workers[1].ReadTarget(ctx, asPull); !errors.Is(err, ErrKindMismatch) {
 		t.Fatalf("ReadTarget with the wrong kind: err = %v, want ErrKindMismatch", err)
 	}
+	absent := tg
+	absent.Number = 99999
+	if _, err := f.workers[1].ReadTarget(ctx, absent); !errors.Is(err, ErrNoSuchItem) || MissingOf(err) != claim.MissingNotFound {
+		t.Fatalf("ReadTarget of a number Gitea does not have: err = %v, want ErrNoSuchItem", err)
+	}
 }
 
 func TestReadTargetPullRequestLifecycle(t *testing.T) {
