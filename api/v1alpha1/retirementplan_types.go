@@ -26,19 +26,21 @@ const (
 
 // RetirementApproval is the reviewer's approval of one exact plan, committed to Git and
 // applied by the GitOps tool. It must repeat the plan's tokens and identities exactly.
-// +kubebuilder:validation:XValidation:rule="has(self.registryFingerprint) || (has(self.binding) && self.binding == 'CandidateSet')",message="spec.approval.registryFingerprint is required when binding is Registry (the default): copy status.registryFingerprint, or set binding: CandidateSet to bind the candidate set alone"
+// +kubebuilder:validation:XValidation:rule="!has(self.binding) || self.binding != 'Registry' || has(self.registryFingerprint)",message="spec.approval.registryFingerprint is required when binding is Registry: copy status.registryFingerprint, or leave binding out (or set CandidateSet) to bind the candidate set alone"
 // +kubebuilder:validation:XValidation:rule="!has(self.registryFingerprint) || !has(self.binding) || self.binding != 'CandidateSet'",message="spec.approval.registryFingerprint must be absent when binding is CandidateSet: that approval binds the candidate set alone (candidateFingerprint and workerIdentities)"
 type RetirementApproval struct {
 	// binding says what the approval binds, and so what must not have changed between
-	// the plan and the apply.
+	// the plan and the apply. Left out, it is CandidateSet, unless the approval carries a
+	// registryFingerprint: then it is Registry, since an approval is never held to less
+	// than the tokens it names. kubectl fleet approve writes the same default.
 	//
-	// Registry (the default) binds the whole registry of the namespace:
-	// registryFingerprint is required, and the apply goes ahead only if no registration
-	// in the namespace changed since the plan; otherwise it ends registry_revision_moved
-	// and writes nothing. Any heartbeat of any worker counts, so in a namespace with live
-	// workers only a prompt approval can pass.
+	// Registry binds the whole registry of the namespace: registryFingerprint is
+	// required, and the apply goes ahead only if no registration in the namespace changed
+	// since the plan; otherwise it ends registry_revision_moved and writes nothing. Any
+	// heartbeat of any worker counts, so in a namespace with live workers only a prompt
+	// approval can pass. Choose it for a namespace whose workers are all gone.
 	//
-	// CandidateSet binds the candidate set alone: candidateFingerprint and
+	// CandidateSet (the default) binds the candidate set alone: candidateFingerprint and
 	// workerIdentities; registryFingerprint must be absent. At apply the controller plans
 	// afresh and applies that fresh plan at once: it ends candidate_set_moved, writing
 	// nothing, unless the fresh candidates are exactly the approved ones with every
@@ -47,13 +49,12 @@ type RetirementApproval struct {
 	// may change. Each row is still written only if its resourceVersion is the one just
 	// read, after the workflow fence and a liveness re-probe of its process.
 	// +optional
-	// +kubebuilder:default=Registry
 	// +kubebuilder:validation:Enum=Registry;CandidateSet
 	Binding string `json:"binding,omitempty"`
 
 	// registryFingerprint is the plan's status.registryFingerprint, copied verbatim.
-	// Required when binding is Registry (the default); must be absent when binding is
-	// CandidateSet.
+	// Required when binding is Registry, and naming it with binding left out makes the
+	// binding Registry; must be absent when binding is CandidateSet.
 	// +optional
 	// +kubebuilder:validation:Pattern=`^sha256:[0-9a-f]{64}$`
 	RegistryFingerprint string `json:"registryFingerprint,omitempty"`

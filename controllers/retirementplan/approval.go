@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/authz"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
@@ -22,6 +23,9 @@ func approver(a *fleetv1alpha1.RetirementApproval) authz.Subject {
 func (d *Deps) judge(ctx context.Context, namespace string, a *fleetv1alpha1.RetirementApproval, facts retirement.ApprovalFacts) (retirement.ApprovalVerdict, error) {
 	if facts.Mismatch != "" {
 		return retirement.JudgeApproval(facts), nil
+	}
+	if a != nil {
+		facts.Binding = apiconv.Approval(a).EffectiveBinding()
 	}
 	var err error
 	if facts.Guard, err = d.Approvers.ApprovalGuard(ctx); err != nil {

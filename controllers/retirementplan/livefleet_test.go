@@ -107,12 +107,12 @@ func (hb *heartbeats) Retired() []string {
 }
 
 // approveBound copies the plan's tokens and identities into spec.approval as client c
-// (in c's own name and groups), under binding: a CandidateSet approval carries no registry
-// fingerprint.
+// (in c's own name and groups), under binding: a CandidateSet approval, or one whose
+// binding is left out (the default, CandidateSet), carries no registry fingerprint.
 func approveBound(c client.Client, p *fleetv1alpha1.RetirementPlan, binding string) error {
 	a := approvalAs(whoAmI(c), p)
 	a.Binding = binding
-	if binding == fleetv1alpha1.ApprovalBindingCandidateSet {
+	if binding != fleetv1alpha1.ApprovalBindingRegistry {
 		a.RegistryFingerprint = ""
 	}
 	return setApproval(c, p, a)
@@ -241,9 +241,11 @@ var _ = Describe("RetirementPlan approval in a live fleet", func() {
 			expectActive(reviving)
 		}
 
-		By("approving the CandidateSet-bound plan: the live workers' heartbeats do not void it")
-		Expect(approveBound(gitops(), candidateSet, fleetv1alpha1.ApprovalBindingCandidateSet)).To(Succeed())
+		By("approving the plan with its candidate tokens alone, binding left out: that is CandidateSet, and the live workers' heartbeats do not void it")
+		Expect(approveBound(gitops(), candidateSet, "")).To(Succeed())
 		candidateSet = waitOutcome(candidateSet, fleetv1alpha1.OutcomeApplied)
+		Expect(candidateSet.Spec.Approval.Binding).To(BeEmpty())
+		Expect(meta.FindStatusCondition(candidateSet.Status.Conditions, fleetv1alpha1.ApprovedCondition).Message).To(ContainSubstring("binding CandidateSet"))
 		appliedAfter := candidateSet.Status.AppliedAt.Sub(candidateSet.Status.PlannedAt.Time)
 		Expect(appliedAfter).To(BeNumerically(">=", approvalLandsFrom))
 		expectApproved(candidateSet)

@@ -16,7 +16,7 @@ func TestApprovalCarriesTheBinding(t *testing.T) {
 			t.Fatalf("Approval(binding %q) = %+v", binding, a)
 		}
 	}
-	if a := Approval(nil); a.EffectiveBinding() != retirement.BindingRegistry || a.Binding != "" {
+	if a := Approval(nil); a.EffectiveBinding() != retirement.BindingCandidateSet || a.Binding != "" {
 		t.Fatalf("Approval(nil) = %+v", a)
 	}
 }

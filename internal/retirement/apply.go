@@ -28,7 +28,7 @@ import (
 // Approval bindings: what an approval binds, and so what must not have moved between
 // the plan and the apply.
 const (
-	// BindingRegistry (the seed's strict binding, the default) binds the whole registry:
+	// BindingRegistry (the seed's strict binding) binds the whole registry:
 	// the approval carries the registry fingerprint, and any change to any row of the
 	// namespace since the plan (a live worker's heartbeat included) ends the apply with
 	// registry_revision_moved.
@@ -37,16 +37,18 @@ const (
 	// the exact identities. At apply the plan is computed afresh and must have exactly
 	// the approved candidates, each unchanged in every fingerprint field (otherwise
 	// candidate_set_moved); rows outside the candidate set may have moved. The approval
-	// carries no registry fingerprint.
+	// carries no registry fingerprint. It is the default: a live fleet's heartbeats void
+	// a registry binding within seconds.
 	BindingCandidateSet = "CandidateSet"
 )
 
 // Bindings lists the approval bindings, the default first.
-func Bindings() []string { return []string{BindingRegistry, BindingCandidateSet} }
+func Bindings() []string { return []string{BindingCandidateSet, BindingRegistry} }
 
 // Approval is what a reviewer copied from a plan into spec.approval.
 type Approval struct {
-	// Binding is BindingRegistry or BindingCandidateSet; empty means BindingRegistry.
+	// Binding is BindingRegistry or BindingCandidateSet; empty means the default (see
+	// EffectiveBinding).
 	Binding string
 	// RegistryFingerprint must equal the fresh plan's registry fingerprint under
 	// BindingRegistry, and must be empty under BindingCandidateSet.
@@ -57,14 +59,19 @@ type Approval struct {
 	WorkerIdentities []string
 }
 
-// EffectiveBinding is the approval's binding with the default applied: BindingRegistry
-// when empty. Any other value is returned as is (and refused by ApprovalMismatch and
-// DecideApply).
+// EffectiveBinding is the approval's binding with the default applied. Left empty, it is
+// BindingCandidateSet, unless the approval names a registry fingerprint: an approval is
+// never held to less than the tokens it carries, so that makes it BindingRegistry (the
+// seed's approval, which names all three tokens, keeps its strict meaning). Any other
+// value is returned as is (and refused by ApprovalMismatch and DecideApply).
 func (a Approval) EffectiveBinding() string {
-	if a.Binding == "" {
+	switch {
+	case a.Binding != "":
+		return a.Binding
+	case a.RegistryFingerprint != "":
 		return BindingRegistry
 	}
-	return a.Binding
+	return BindingCandidateSet
 }
 
 // bindingProblem says why an approval's binding and registry fingerprint do not fit
@@ -242,7 +249,7 @@ func DecideApply(req Approval, fresh Plan, freshRows []Row) ApplyDecision {
 
 // ApprovalMismatch explains how an approval differs from the plan it approves: its
 // tokens must equal the plan's and its identities must be exactly the plan's candidates
-// (order and duplicates aside). Under BindingRegistry (the default) both tokens count;
+// (order and duplicates aside). Under BindingRegistry both tokens count;
 // under BindingCandidateSet only the candidate fingerprint does, and the approval must
 // carry no registry fingerprint. It returns "" when the approval repeats the plan.
 // Matching is what an Approved condition needs; it is never enough to retire anything

@@ -121,6 +121,8 @@ type ApprovalFacts struct {
 	// Guard is the guarding policy as read now; PlanCreated is the plan's creation time.
 	Guard       ApprovalGuard
 	PlanCreated time.Time
+	// Binding is the approval's effective binding, named when it is approved.
+	Binding string
 	// Subject is what was gathered about the approver.
 	Subject SubjectFacts
 	// Authorized is the SubjectAccessReview's answer for approvedBy with approvedGroups,
@@ -146,8 +148,11 @@ func JudgeApproval(f ApprovalFacts) ApprovalVerdict {
 	if !f.Authorized {
 		return ApprovalVerdict{Reason: ConditionApproverNotAuthorized, Message: f.AuthorizerWhy}
 	}
-	return ApprovalVerdict{Approved: true, Reason: ConditionApprovalMatches,
-		Message: "The approval matches the plan and the approver holds the approve verb"}
+	msg := "The approval matches the plan and the approver holds the approve verb"
+	if f.Binding != "" {
+		msg = fmt.Sprintf("The approval matches the plan (binding %s) and the approver holds the approve verb", f.Binding)
+	}
+	return ApprovalVerdict{Approved: true, Reason: ConditionApprovalMatches, Message: msg}
 }
 
 // ApprovalEventDue says whether a verdict deserves a Warning event: a refusal whose

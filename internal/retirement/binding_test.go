@@ -274,8 +274,6 @@ func TestDecideApplyRefusesMalformedBindings(t *testing.T) {
 			CandidateFingerprint: p.CandidateFingerprint, WorkerIdentities: p.CandidateWorkerIdentities},
 		"Registry without a registry fingerprint": {Binding: BindingRegistry,
 			CandidateFingerprint: p.CandidateFingerprint, WorkerIdentities: p.CandidateWorkerIdentities},
-		"default binding without a registry fingerprint": {
-			CandidateFingerprint: p.CandidateFingerprint, WorkerIdentities: p.CandidateWorkerIdentities},
 		"unknown binding": {Binding: "Nothing", CandidateFingerprint: p.CandidateFingerprint, WorkerIdentities: p.CandidateWorkerIdentities},
 	} {
 		d := DecideApply(a, BuildPlan(in), in.Rows)
@@ -298,6 +296,8 @@ func TestApprovalMismatchBindings(t *testing.T) {
 		{"Registry by default", Approval{RegistryFingerprint: reg, CandidateFingerprint: cand, WorkerIdentities: ids}, ""},
 		{"Registry, stale registry token", Approval{RegistryFingerprint: "sha256:cc", CandidateFingerprint: cand, WorkerIdentities: ids}, "registryFingerprint"},
 		{"Registry without a registry token", Approval{Binding: BindingRegistry, CandidateFingerprint: cand, WorkerIdentities: ids}, "registryFingerprint"},
+		{"CandidateSet by default", Approval{CandidateFingerprint: cand, WorkerIdentities: ids}, ""},
+		{"CandidateSet by default, wrong candidate token", Approval{CandidateFingerprint: "sha256:cc", WorkerIdentities: ids}, "candidateFingerprint"},
 		{"CandidateSet without a registry token", Approval{Binding: BindingCandidateSet, CandidateFingerprint: cand, WorkerIdentities: ids}, ""},
 		{"CandidateSet carrying the plan's registry token", Approval{Binding: BindingCandidateSet, RegistryFingerprint: reg, CandidateFingerprint: cand, WorkerIdentities: ids}, "registryFingerprint"},
 		{"CandidateSet, wrong candidate token", Approval{Binding: BindingCandidateSet, CandidateFingerprint: "sha256:cc", WorkerIdentities: ids}, "candidateFingerprint"},
@@ -319,10 +319,21 @@ func TestApprovalMismatchBindings(t *testing.T) {
 }
 
 func TestEffectiveBinding(t *testing.T) {
-	if got := (Approval{}).EffectiveBinding(); got != BindingRegistry {
-		t.Fatalf("the default binding is %q, want %s", got, BindingRegistry)
+	for _, tt := range []struct {
+		a    Approval
+		want string
+	}{
+		{Approval{}, BindingCandidateSet},
+		{Approval{CandidateFingerprint: "sha256:bb"}, BindingCandidateSet},
+		{Approval{RegistryFingerprint: "sha256:aa", CandidateFingerprint: "sha256:bb"}, BindingRegistry},
+		{Approval{Binding: BindingRegistry}, BindingRegistry},
+		{Approval{Binding: BindingCandidateSet, RegistryFingerprint: "sha256:aa"}, BindingCandidateSet},
+	} {
+		if got := tt.a.EffectiveBinding(); got != tt.want {
+			t.Errorf("EffectiveBinding(%+v) = %q, want %s", tt.a, got, tt.want)
+		}
 	}
-	if got := Bindings(); !reflect.DeepEqual(got, []string{BindingRegistry, BindingCandidateSet}) {
+	if got := Bindings(); !reflect.DeepEqual(got, []string{BindingCandidateSet, BindingRegistry}) {
 		t.Fatalf("Bindings() = %v", got)
 	}
 }

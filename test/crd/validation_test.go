@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
 )
@@ -308,11 +309,19 @@ var _ = Describe("RetirementPlan approval binding", func() {
 		return out.Spec.Approval
 	}
 
-	It("defaults the binding to Registry", func() {
+	It("leaves the binding out when it is not given: the controller reads it from the tokens named", func() {
 		p := newPlan()
 		p.Spec.Approval = registryBound()
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
-		Expect(stored(p).Binding).To(Equal("Registry"))
+		Expect(stored(p).Binding).To(BeEmpty())
+		Expect(apiconv.Approval(stored(p)).EffectiveBinding()).To(Equal(fleetv1alpha1.ApprovalBindingRegistry))
+
+		p = newPlan()
+		p.Spec.Approval = candidateBound()
+		p.Spec.Approval.Binding = ""
+		Expect(k8sClient.Create(ctx, p)).To(Succeed(), "an approval of the candidate tokens alone is valid")
+		Expect(stored(p).Binding).To(BeEmpty())
+		Expect(apiconv.Approval(stored(p)).EffectiveBinding()).To(Equal(fleetv1alpha1.ApprovalBindingCandidateSet))
 	})
 
 	It("accepts exactly the two bindings", func() {
@@ -333,14 +342,12 @@ var _ = Describe("RetirementPlan approval binding", func() {
 		}
 	})
 
-	It("requires registryFingerprint for a Registry binding, explicit or defaulted", func() {
-		for _, binding := range []string{"", fleetv1alpha1.ApprovalBindingRegistry} {
-			p := newPlan()
-			p.Spec.Approval = registryBound()
-			p.Spec.Approval.Binding = binding
-			p.Spec.Approval.RegistryFingerprint = ""
-			expectInvalid(k8sClient.Create(ctx, p), "spec.approval.registryFingerprint is required when binding is Registry")
-		}
+	It("requires registryFingerprint for a Registry binding", func() {
+		p := newPlan()
+		p.Spec.Approval = registryBound()
+		p.Spec.Approval.Binding = fleetv1alpha1.ApprovalBindingRegistry
+		p.Spec.Approval.RegistryFingerprint = ""
+		expectInvalid(k8sClient.Create(ctx, p), "spec.approval.registryFingerprint is required when binding is Registry")
 	})
 
 	It("forbids registryFingerprint for a CandidateSet binding", func() {
@@ -396,7 +403,7 @@ var _ = Describe("RetirementPlan approval binding", func() {
 	It("is explained by kubectl explain", func() {
 		text := kubectlExplain("retirementplan.spec.approval.binding")
 		for _, want := range []string{"Registry", "CandidateSet", "registry_revision_moved", "candidate_set_moved",
-			"registryFingerprint is required", "registryFingerprint must be absent", "resourceVersion"} {
+			"registryFingerprint is required", "registryFingerprint must be absent", "resourceVersion", "Left out, it is CandidateSet"} {
 			Expect(text).To(ContainSubstring(want))
 		}
 		Expect(kubectlExplain("retirementplan.spec.approval.registryFingerprint")).To(ContainSubstring("must be absent when binding is"))

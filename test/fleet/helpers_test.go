@@ -216,14 +216,15 @@ spec:
 }
 
 // candidateApproval is the approval block that binds the candidate set the plan shows,
-// in the name of the user kubectl acts as (admission checks that it is that user).
+// in the name of the user kubectl acts as (admission checks that it is that user). It
+// names no binding: an approval of the candidate tokens alone binds the candidate set.
 func candidateApproval(ns, plan string) string {
 	GinkgoHelper()
 	user := strings.TrimSpace(kubectl("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"))
 	groups := strings.Fields(kubectl("auth", "whoami", "-o", `jsonpath={range .status.userInfo.groups[*]}{@}{" "}{end}`))
 	ids := strings.Fields(jsonpath(ns, plan, `range .status.candidateWorkerIdentities[*]}{@}{" "}{end`))
 	var b strings.Builder
-	fmt.Fprintf(&b, "  approval:\n    binding: CandidateSet\n    candidateFingerprint: %q\n    workerIdentities:\n", jsonpath(ns, plan, ".status.candidateFingerprint"))
+	fmt.Fprintf(&b, "  approval:\n    candidateFingerprint: %q\n    workerIdentities:\n", jsonpath(ns, plan, ".status.candidateFingerprint"))
 	for _, id := range ids {
 		fmt.Fprintf(&b, "    - %s\n", id)
 	}
