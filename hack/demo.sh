@@ -7,9 +7,9 @@
 #   hack/demo.sh down   stop it
 #
 # What `up` seeds, every run from scratch:
-#   - the repository fleet/demo (organisation "fleet", default branch main) with three
+#   - the repository fleet/demo (organisation "fleet", default branch main) with four
 #     open issues to claim;
-#   - three worker accounts, worker-1..worker-3, each a write collaborator of the
+#   - four worker accounts, worker-1..worker-4, each a write collaborator of the
 #     repository with two tokens: a read-only one the worker holds (tokens/worker-N;
 #     a worker reads Gitea directly and writes only through the controller's gateway),
 #     and a gateway token (write:repository, write:issue, read:user) that only the
@@ -36,7 +36,9 @@ DEMO=${DEMO_DIR:-$ROOT/.cache/demo}
 CREDS_NS=${DEMO_CREDENTIALS_NAMESPACE:-fleet-system}
 ORG=fleet
 REPO=demo
-WORKERS=(worker-1 worker-2 worker-3)
+# Four: a pull request needs an author, a reviewer, an approver and a merger, each a
+# different identity.
+WORKERS=(worker-1 worker-2 worker-3 worker-4)
 # A fresh random password per run, never written down: it mints the worker tokens below,
 # then nothing can use it.
 WORKER_PW=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')Aa1-
@@ -76,7 +78,8 @@ up() {
 	api POST /orgs "{\"username\":\"$ORG\",\"visibility\":\"public\"}" >/dev/null
 	api POST "/orgs/$ORG/repos" "{\"name\":\"$REPO\",\"auto_init\":true,\"default_branch\":\"main\",\"readme\":\"Default\"}" >/dev/null
 	local title
-	for title in "Add a contributing guide" "Fix the typo in the README" "Document the release process"; do
+	local titles=("Add a contributing guide" "Fix the typo in the README" "Document the release process" "Add a changelog")
+	for title in "${titles[@]}"; do
 		api POST "/repos/$ORG/$REPO/issues" "{\"title\":\"$title\",\"body\":\"A demo task for the fleet.\"}" >/dev/null
 	done
 	local w token
@@ -109,7 +112,7 @@ up() {
 		printf '# Gitea login (web UI, admin): %s, password: cat %s (0600, random per run)\n' "$GITEA_ADMIN" "$GITEA_ADMIN_PASSWORD_FILE"
 		printf '# Worker accounts: %s (no password anyone keeps), read-only tokens in %s/ (gateway tokens: Secrets in %s); main is protected\n' "${WORKERS[*]}" "$DEMO/tokens" "$CREDS_NS"
 	} >"$DEMO/env"
-	log "up: $GITEA_URL/$ORG/$REPO with ${#WORKERS[@]} workers and 3 issues"
+	log "up: $GITEA_URL/$ORG/$REPO with ${#WORKERS[@]} workers and ${#titles[@]} issues"
 	printf '%s\n' "$DEMO/env"
 }
 

@@ -162,9 +162,9 @@ var _ = Describe("docs/quickstart.md", Ordered, func() {
 		}
 	})
 
-	It("registers three workers", func() {
+	It("registers four workers", func() {
 		out := output(steps, "2.")
-		for _, w := range []string{"w1", "w2", "w3"} {
+		for _, w := range []string{"w1", "w2", "w3", "w4"} {
 			Expect(out).To(MatchRegexp(`kubectl fleet run: registered default/%s \(pid \d+\)`, w))
 		}
 		// The registered process is the agent, and it runs as its own OS user, not as the
@@ -209,33 +209,37 @@ var _ = Describe("docs/quickstart.md", Ordered, func() {
 		Expect(byWorkers[0].Body).To(Equal("I am taking this issue."))
 	})
 
+	It("takes an issue through a whole task cycle, each claim made right after the previous write and ended by its own work", taskCycle(&steps))
+
 	It("shows the killed worker's row stale and the others live", func() {
-		out := output(steps, "6.")
+		out := output(steps, "7.")
 		Expect(out).To(MatchRegexp(`(?m)^w3\s+worker-3\s+Active\s+stale\s`))
 		Expect(out).To(MatchRegexp(`(?m)^w1\s+worker-1\s+Active\s+live\s`))
 		Expect(out).To(MatchRegexp(`(?m)^w2\s+worker-2\s+Active\s+live\s`))
+		Expect(out).To(MatchRegexp(`(?m)^w4\s+worker-4\s+Active\s+live\s`))
 	})
 
 	It("plans exactly the killed worker's retirement and applies it through the GitOps stand-in", func() {
-		out := output(steps, "7.")
-		Expect(out).To(MatchRegexp(`Plan default/plan-\w+: planned; 3 assessed, 1 candidates, 2 preserved`))
+		out := output(steps, "8.")
+		Expect(out).To(MatchRegexp(`Plan default/plan-\w+: planned; 4 assessed, 1 candidates, 3 preserved`))
 		Expect(out).To(ContainSubstring("Candidates (1):\n    w3 "))
-		Expect(out).To(ContainSubstring("worker_live (2)"))
+		Expect(out).To(ContainSubstring("worker_live (3)"))
 		Expect(out).To(MatchRegexp(`retirementplan.fleet.giteatools.dev/plan-\w+ (configured|created)`))
 		Expect(out).To(MatchRegexp(`retirementplan.fleet.giteatools.dev/plan-\w+ condition met`))
 		Expect(out).To(MatchRegexp(`(?m)^w3\s+worker-3\s+Retired\s+historical\s`))
 		Expect(out).To(MatchRegexp(`(?m)^w1\s+worker-1\s+Active\s+live\s`))
 		Expect(out).To(MatchRegexp(`(?m)^w2\s+worker-2\s+Active\s+live\s`))
+		Expect(out).To(MatchRegexp(`(?m)^w4\s+worker-4\s+Active\s+live\s`))
 	})
 
-	It("shows two live workers, one historical, and a safe live fleet", func() {
-		out := output(steps, "8.")
-		Expect(out).To(MatchRegexp(`(?m)^default\s+2\s+0\s+1\s+0\s+true\s+0\s*$`))
+	It("shows three live workers, one historical, and a safe live fleet", func() {
+		out := output(steps, "9.")
+		Expect(out).To(MatchRegexp(`(?m)^default\s+3\s+0\s+1\s+0\s+true\s+0\s*$`))
 		Expect(out).To(MatchRegexp(`(?m)^w3\s+worker-3\s+Retired\s+historical\s`))
 	})
 
 	It("serves the metrics to an authorized scraper: the gateway counted the allowed comment and the refusals", func() {
-		out := output(steps, "9.")
+		out := output(steps, "10.")
 		Expect(out).To(MatchRegexp(`(?m)^fleet_gateway_requests_total\{operation="comment",verdict="allowed"\} 1$`))
 		Expect(out).To(MatchRegexp(`(?m)^fleet_gateway_requests_total\{operation="comment",verdict="refused"\} 2$`))
 		Expect(out).To(MatchRegexp(`(?m)^fleet_gitea_hardening_findings 0$`), "the demo's Gitea holds to docs/gateway.md")
