@@ -45,6 +45,11 @@ const (
 	BodyOpenPull BodyRule = "open_pull"
 	// BodyReceivePack: a git push; every ref update must be the claim's work branch.
 	BodyReceivePack BodyRule = "receive_pack"
+	// BodyContents: a commit made through Gitea's contents API (create, update or delete
+	// files): checked like a push, so the branch it writes must be the claim's work branch,
+	// its message may reference only what the capability covers, and it may not touch
+	// ProtectedDir. Author, committer and dates are Gitea's own (the caller's account, now).
+	BodyContents BodyRule = "contents"
 )
 
 // Route is what a request's method and path mean.
@@ -63,6 +68,9 @@ type Route struct {
 	Body BodyRule
 	// Git is set for git smart-HTTP routes.
 	Git bool
+	// Path is the file a contents API route names: what its pattern's final ** matched,
+	// without the leading "/" ("" for every other route).
+	Path string
 }
 
 // Mutation reports whether the route writes.
@@ -110,6 +118,9 @@ var routes = []route{
 	{methods: []string{methodPost}, pattern: apiRepo + "/pulls/{n}/reviews", operation: OpReview, kind: KindPullRequest, body: BodyReview},
 	{methods: []string{methodPost}, pattern: apiRepo + "/pulls/{n}/merge", operation: OpMerge, kind: KindPullRequest, body: BodyMerge},
 	{methods: []string{methodPost}, pattern: apiRepo + "/pulls", operation: OpOpenPullRequest, body: BodyOpenPull},
+	// A commit through the contents API is a push to the branch it names.
+	{methods: []string{methodPost}, pattern: apiRepo + "/contents", operation: OpPushBranch, body: BodyContents},
+	{methods: []string{methodPost, methodPut, methodDelete}, pattern: apiRepo + "/contents/**", operation: OpPushBranch, body: BodyContents},
 	// Named so refusals are precise; no role holds these operations.
 	{methods: []string{methodPost, methodPut, methodDelete}, pattern: apiRepo + "/issues/{n}/labels/**", operation: OpLabel},
 	{methods: []string{methodPost, methodDelete}, pattern: apiRepo + "/issues/{n}/assignees", operation: OpAssign},
@@ -153,6 +164,9 @@ func MatchRoute(method, urlPath, service string) (Route, bool) {
 		}
 		if m, ok := match(strings.Split(r.pattern[1:], "/"), segs); ok {
 			m.Operation, m.Kind, m.Body, m.Git = r.operation, r.kind, r.body, r.git
+			if r.body != BodyContents {
+				m.Path = "" // only a contents route names a file
+			}
 			return m, true
 		}
 	}
@@ -164,6 +178,9 @@ func match(pattern, segs []string) (Route, bool) {
 	var owner, repo string
 	for i, p := range pattern {
 		if p == "**" {
+			if i < len(segs) {
+				m.Path = strings.Join(segs[i:], "/")
+			}
 			break
 		}
 		if i >= len(segs) || segs[i] == "" {

@@ -1,6 +1,7 @@
 package claim
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,6 +31,12 @@ func TestMatchRoute(t *testing.T) {
 		{"labels", "POST", api + "/issues/42/labels", "", Route{Operation: OpLabel, Repository: fxRepo, Number: 42}, true},
 		{"one label", "DELETE", api + "/issues/42/labels/7", "", Route{Operation: OpLabel, Repository: fxRepo, Number: 42}, true},
 		{"assignees", "POST", api + "/issues/42/assignees", "", Route{Operation: OpAssign, Repository: fxRepo, Number: 42}, true},
+		{"a commit of several files", "POST", api + "/contents", "", Route{Operation: OpPushBranch, Repository: fxRepo, Body: BodyContents}, true},
+		{"a new file", "POST", api + "/contents/docs/RELEASING.md", "", Route{Operation: OpPushBranch, Repository: fxRepo, Body: BodyContents, Path: "docs/RELEASING.md"}, true},
+		{"an updated file", "PUT", api + "/contents/README.md", "", Route{Operation: OpPushBranch, Repository: fxRepo, Body: BodyContents, Path: "README.md"}, true},
+		{"a deleted file", "DELETE", api + "/contents/.fleet/claim-rules.json", "", Route{Operation: OpPushBranch, Repository: fxRepo, Body: BodyContents, Path: ".fleet/claim-rules.json"}, true},
+		{"reading a file is a read", "GET", api + "/contents/README.md", "", Route{Operation: OpRead, Repository: fxRepo}, true},
+		{"applying a patch is not served", "POST", api + "/diffpatch", "", Route{}, false},
 		{"editing a comment is not served", "PATCH", api + "/issues/comments/9", "", Route{}, false},
 		{"deleting the repository is not served", "DELETE", api, "", Route{}, false},
 		{"submitting a pending review is not served", "POST", api + "/pulls/57/reviews/3", "", Route{}, false},
@@ -69,6 +76,39 @@ func TestRouteTableDocumented(t *testing.T) {
 		}
 		if r.Operation != OpRead && !strings.Contains(doc, "`"+r.Operation+"`") {
 			t.Errorf("docs/gateway.md lacks operation %s", r.Operation)
+		}
+	}
+}
+
+// TestRouteOperationsAreExplained: every operation the route table names is a read, held
+// by a role (and then a refusal under another role names it), or held by none and refused
+// with its own reason, whose message says so; and every refusal reason the gateway gives
+// is in the list of docs/gateway.md.
+func TestRouteOperationsAreExplained(t *testing.T) {
+	for _, r := range RouteTable() {
+		if r.Operation == OpRead {
+			continue
+		}
+		held := slices.ContainsFunc(grantableRoles, func(role Role) bool { return slices.Contains(OperationsFor(role), r.Operation) })
+		reason, none := noRoleReasons[r.Operation]
+		switch {
+		case held && none:
+			t.Errorf("%s is held by a role and refused as held by none (%s)", r.Operation, reason)
+		case held && operationPhrases[r.Operation] == "":
+			t.Errorf("%s is held by a role, but a refusal under another role cannot say what it does", r.Operation)
+		case !held && !none:
+			t.Errorf("%s (%s) is held by no role and has no refusal of its own", r.Operation, r.Pattern)
+		case none && !strings.HasPrefix(RefusalMessage(reason), "no role may"):
+			t.Errorf("%s: the message of %s does not say that no role may: %q", r.Operation, reason, RefusalMessage(reason))
+		}
+	}
+	doc := readDoc(t, "../../docs/gateway.md")
+	for reason := range refusalMessages {
+		if reason == ReasonRevoked {
+			continue // the gateway never answers it: a revoked capability's claim is not Active
+		}
+		if !strings.Contains(doc, "| `"+reason+"` |") {
+			t.Errorf("docs/gateway.md does not list the refusal reason %s", reason)
 		}
 	}
 }

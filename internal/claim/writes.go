@@ -48,6 +48,30 @@ const (
 	ReasonUnreadablePack = "unreadable_pack"
 )
 
+// Refusals of what no role may do, whoever asks and whatever they claimed: each has its
+// own reason, whose message says what does work instead. A role's operation that another
+// role holds is operation_not_permitted, whose message names that role.
+const (
+	// ReasonEditIssueNotPermitted: the request edits an issue or pull request (OpEditIssue:
+	// its title, body, state, assignees, milestone or due date), closing or reopening it
+	// among others.
+	ReasonEditIssueNotPermitted = "edit_issue_not_permitted"
+	// ReasonLabelNotPermitted: the request adds or removes labels (OpLabel).
+	ReasonLabelNotPermitted = "label_not_permitted"
+	// ReasonAssignNotPermitted: the request changes assignees (OpAssign).
+	ReasonAssignNotPermitted = "assign_not_permitted"
+	// ReasonReviewEventNotPermitted: a review's event is none a role submits (a pending
+	// draft, an unknown or differently spelt event).
+	ReasonReviewEventNotPermitted = "review_event_not_permitted"
+)
+
+// noRoleReasons maps each operation of the route table that no role holds to its refusal.
+var noRoleReasons = map[string]string{
+	OpEditIssue: ReasonEditIssueNotPermitted,
+	OpLabel:     ReasonLabelNotPermitted,
+	OpAssign:    ReasonAssignNotPermitted,
+}
+
 // WorkBranch is the only branch a claim's author may push to and open a pull request
 // from: derived from the claim's namespace and name, so two claims never share one, and
 // never the default branch.
@@ -97,11 +121,16 @@ type Write struct {
 	Forbidden []string
 	// Refs are a push's ref updates.
 	Refs []RefUpdate
-	// Commits are the messages of the commits a push carries.
+	// Branch and NewBranch are a contents API commit's "branch" (the branch it starts
+	// from; the default branch when empty) and "new_branch" (the branch it writes, when
+	// not Branch).
+	Branch, NewBranch string
+	// Commits are the messages of the commits a push (or a contents API commit) carries.
 	Commits []string
-	// ChangedPaths are the paths a push or pull request changes, as far as the gateway
-	// needs to know them: every path under ProtectedDir it touches (a push names the
-	// directory itself).
+	// ChangedPaths are the paths a push, pull request or contents API commit changes, as
+	// far as the gateway needs to know them: every path under ProtectedDir it touches (a
+	// push names the directory itself; a contents API commit names every path it writes,
+	// moves or deletes).
 	ChangedPaths []string
 }
 
@@ -177,6 +206,56 @@ var refusalMessages = map[string]string{
 		"and for a pull request the issues it fixes",
 	ReasonProtectedPath:  "the change touches .fleet/, the fleet's own files, which only operators change",
 	ReasonUnreadablePack: "the pushed pack cannot be read on its own (a thin or malformed pack); push again without --thin",
+	ReasonEditIssueNotPermitted: "no role may edit an issue or pull request directly, nor close or reopen it " +
+		"(its body holds the claim record): merging the pull request closes it, and a pull request that says " +
+		"\"Fixes #N\" closes issue N when it is merged; say anything else in a comment on your claimed item",
+	ReasonLabelNotPermitted: "no role may add or remove labels: people set them (the blocked label decides " +
+		"whether an item may be claimed); ask for a change in a comment on your claimed item",
+	ReasonAssignNotPermitted: "no role may change assignees: the controller assigns an item to whoever holds its claim; " +
+		"kubectl fleet claim takes an item and kubectl fleet release gives it back",
+	ReasonReviewEventNotPermitted: "no role may leave a pending (draft) review or one of another event: send the whole " +
+		"review in one request with the event COMMENT or REQUEST_CHANGES (the reviewer's) or APPROVED (the approver's), " +
+		"spelt exactly so",
+}
+
+// operationPhrases say what an operation does, for the message of a role that does not
+// hold it.
+var operationPhrases = map[string]string{
+	OpPushBranch:      "pushing to a work branch",
+	OpOpenPullRequest: "opening a pull request",
+	OpComment:         "commenting",
+	OpReview:          "reviewing a pull request (COMMENT or REQUEST_CHANGES)",
+	OpApprove:         "approving a pull request",
+	OpMerge:           "merging a pull request",
+}
+
+// grantableRoles are the roles a claim confers, in the order an item passes through them.
+var grantableRoles = []Role{RoleAuthor, RoleReviewer, RoleApprover, RoleMerger}
+
+// operationMessage is the message of operation_not_permitted for op under a claim whose
+// role is have: which role holds op instead, and where a claim's role comes from. It is
+// "" when that cannot be said (an unknown operation, one no role or have itself holds),
+// and the fixed message applies.
+func operationMessage(op string, have Role) string {
+	phrase, ok := operationPhrases[op]
+	if !ok || slices.Contains(OperationsFor(have), op) {
+		return ""
+	}
+	var holders []string
+	for _, r := range grantableRoles {
+		if slices.Contains(OperationsFor(r), op) {
+			holders = append(holders, "the "+string(r)+"'s")
+		}
+	}
+	if len(holders) == 0 {
+		return ""
+	}
+	m := phrase + " is " + strings.Join(holders, " or ") + " operation"
+	if slices.Contains(grantableRoles, have) {
+		m += ", not the " + string(have) + "'s, the role your claim gives you"
+	}
+	return m + "; a claim's role comes from its item's state when it is claimed (an open issue: author; " +
+		"an open pull request: reviewer, then approver once it has a review, then merger once it is approved)"
 }
 
 // RefusalMessage is the fixed message of a refusal reason.
@@ -189,6 +268,16 @@ func RefusalMessage(reason string) string {
 
 func refuse(op, reason, claimName string) WriteVerdict {
 	return WriteVerdict{Operation: op, Reason: reason, Message: RefusalMessage(reason), Claim: claimName}
+}
+
+// refuseUnder refuses op under the caller's claim h: as refuse, and when h's role does
+// not hold op, the message names the role that does.
+func refuseUnder(op, reason string, h HeldClaim) WriteVerdict {
+	v := refuse(op, reason, h.Name)
+	if reason == ReasonOperationNotPermitted && h.Capability != nil {
+		v.Message = cmp.Or(operationMessage(op, h.Capability.Role), v.Message)
+	}
+	return v
 }
 
 // AuthorizeWrite decides one mutation at the moment of the write. It resolves the
@@ -225,6 +314,14 @@ func AuthorizeWrite(in WriteInput) WriteVerdict {
 			refs = append(refs, u.Ref)
 		}
 		return authorizeByBranch(in, active, op, refs)
+	case BodyContents:
+		// Gitea writes new_branch, or branch when new_branch is empty, or the default
+		// branch when both are.
+		branch := cmp.Or(w.NewBranch, w.Branch)
+		if branch == "" {
+			return refuseBranch(op, active, "a commit through the contents API must name your work branch as its branch or new_branch")
+		}
+		return authorizeByBranch(in, active, op, []string{"refs/heads/" + branch})
 	}
 	var last WriteVerdict
 	for _, h := range active {
@@ -268,7 +365,7 @@ func authorizeItem(in WriteInput, op string, h HeldClaim) (v WriteVerdict, ok bo
 		}
 	}
 	if !permitted {
-		return refuse(op, reason, h.Name), false
+		return refuseUnder(op, reason, h), false
 	}
 	if reason := checkTexts(in, c); reason != "" {
 		return refuse(op, reason, h.Name), true
@@ -282,7 +379,8 @@ func authorizeItem(in WriteInput, op string, h HeldClaim) (v WriteVerdict, ok bo
 
 // checkWriteShape resolves the operation (a review's event) and refuses, before any claim
 // is looked at, what no claim could permit: an unknown review event, another repository,
-// a field the gateway does not forward, a text carrying a controller marker.
+// an operation no role holds, a field the gateway does not forward, a text carrying a
+// controller marker.
 func checkWriteShape(in WriteInput) (string, *WriteVerdict) {
 	w := in.Write
 	op := w.Route.Operation
@@ -293,7 +391,7 @@ func checkWriteShape(in WriteInput) (string, *WriteVerdict) {
 	if w.Route.Body == BodyReview {
 		var ok bool
 		if op, ok = ReviewOperation(w.Event); !ok {
-			return fail(OpReview, ReasonOperationNotPermitted)
+			return fail(OpReview, ReasonReviewEventNotPermitted)
 		}
 	}
 	switch {
@@ -301,6 +399,8 @@ func checkWriteShape(in WriteInput) (string, *WriteVerdict) {
 		return fail(op, ReasonMalformedRequest) // Gitea stores the id as given: only git's own spelling
 	case !sameRepository(w.Route.Repository, in.Repository):
 		return fail(op, ReasonWrongRepository)
+	case noRoleReasons[op] != "":
+		return fail(op, noRoleReasons[op]) // whatever the caller claimed, or did not
 	case len(w.Forbidden) > 0:
 		return fail(op, ReasonFieldNotPermitted)
 	case slices.ContainsFunc(w.Text, ContainsReservedMarker):
@@ -309,9 +409,9 @@ func checkWriteShape(in WriteInput) (string, *WriteVerdict) {
 	return op, nil
 }
 
-// authorizeByBranch authorizes a push or a new pull request: every ref must be the work
-// branch of one and the same active claim of the caller, and that claim must permit op. A
-// new pull request must also reference the claimed issue.
+// authorizeByBranch authorizes a push, a contents API commit or a new pull request: every
+// ref must be the work branch of one and the same active claim of the caller, and that
+// claim must permit op. A new pull request must also reference the claimed issue.
 func authorizeByBranch(in WriteInput, active []HeldClaim, op string, refs []string) WriteVerdict {
 	if len(refs) == 0 {
 		return refuse(op, ReasonMalformedRequest, "")
@@ -332,7 +432,7 @@ func authorizeByBranch(in WriteInput, active []HeldClaim, op string, refs []stri
 		c := h.Capability
 		ok, reason := Authorize(c, false, Query{Worker: in.Worker, Repository: in.Repository, Target: c.Target.withRepository(c.Repository), Operation: op, Now: in.Now})
 		if !ok {
-			return refuse(op, reason, h.Name)
+			return refuseUnder(op, reason, h)
 		}
 		if in.Write.Route.Body == BodyOpenPull && !References(in.Write.PullText, c.Target.Number) {
 			return refuse(op, ReasonMissingReference, h.Name)

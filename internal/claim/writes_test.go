@@ -74,6 +74,11 @@ func TestAuthorizeWrite(t *testing.T) {
 		return w
 	}
 	work := WorkRef("ns", "tc-mine")
+	contents := func(method, file, branch, newBranch string) Write {
+		return Write{Route: apiRoute(method, "/contents/"+file), Branch: branch, NewBranch: newBranch,
+			Commits: []string{"Work on #42"}, ChangedPaths: []string{file}}
+	}
+	workBranch := WorkBranch("ns", "tc-mine")
 	selfAuthored := fxPRState()
 	selfAuthored.Author = "carol"
 	pushedBy := fxPRState()
@@ -101,8 +106,16 @@ func TestAuthorizeWrite(t *testing.T) {
 		{name: "another worker's claim does not count", role: RoleAuthor, target: fxIssue(), write: comment("999"), op: OpComment, reason: ReasonWrongTarget},
 		{name: "other repository", role: RoleAuthor, target: fxIssue(), op: OpComment, reason: ReasonWrongRepository,
 			write: Write{Route: Route{Operation: OpComment, Repository: "other/repo", Number: 42}}},
-		{name: "author may not label", role: RoleAuthor, target: fxIssue(), write: Write{Route: apiRoute("POST", "/issues/42/labels")}, op: OpLabel, reason: ReasonOperationNotPermitted},
-		{name: "author may not close its issue", role: RoleAuthor, target: fxIssue(), write: Write{Route: apiRoute("PATCH", "/issues/42")}, op: OpEditIssue, reason: ReasonOperationNotPermitted},
+		{name: "author may not label", role: RoleAuthor, target: fxIssue(), write: Write{Route: apiRoute("POST", "/issues/42/labels")}, op: OpLabel, reason: ReasonLabelNotPermitted},
+		{name: "author may not remove a label", role: RoleAuthor, target: fxIssue(), write: Write{Route: apiRoute("DELETE", "/issues/42/labels/7")}, op: OpLabel, reason: ReasonLabelNotPermitted},
+		{name: "author may not close its issue", role: RoleAuthor, target: fxIssue(), write: Write{Route: apiRoute("PATCH", "/issues/42")}, op: OpEditIssue, reason: ReasonEditIssueNotPermitted},
+		{name: "author may not assign", role: RoleAuthor, target: fxIssue(), write: Write{Route: apiRoute("POST", "/issues/42/assignees")}, op: OpAssign, reason: ReasonAssignNotPermitted},
+		{name: "reviewer may not close the pull request", role: RoleReviewer, target: fxPR(), write: Write{Route: apiRoute("PATCH", "/pulls/57")}, op: OpEditIssue, reason: ReasonEditIssueNotPermitted},
+		{name: "no role may close another issue either", role: RoleAuthor, target: fxIssue(), write: Write{Route: apiRoute("PATCH", "/issues/43")}, op: OpEditIssue, reason: ReasonEditIssueNotPermitted},
+		{name: "a neutral worker is told no role may close an issue", role: RoleAuthor, target: fxIssue(), write: Write{Route: apiRoute("PATCH", "/issues/42")}, op: OpEditIssue,
+			reason: ReasonEditIssueNotPermitted, mutate: func(in *WriteInput) { in.Claims = in.Claims[1:] }},
+		{name: "closing an issue of another repository", role: RoleAuthor, target: fxIssue(), op: OpEditIssue, reason: ReasonWrongRepository,
+			write: Write{Route: Route{Operation: OpEditIssue, Repository: "other/repo", Number: 42}}},
 		{name: "reviewer comments at the live head", role: RoleReviewer, target: fxPR(), write: comment("57"), allow: true, op: OpComment},
 		{name: "reviewer comments after the head moved", role: RoleReviewer, target: fxPR(), write: comment("57"), op: OpComment, reason: ReasonWrongHead,
 			mutate: func(in *WriteInput) { in.LiveHead = fxOtherHead }},
@@ -116,7 +129,8 @@ func TestAuthorizeWrite(t *testing.T) {
 			mutate: func(in *WriteInput) { in.LiveHead = fxOtherHead }},
 		{name: "reviewer approves", role: RoleReviewer, target: fxPR(), write: review("APPROVED", fxHead), op: OpApprove, reason: ReasonOperationNotPermitted},
 		{name: "reviewer merges", role: RoleReviewer, target: fxPR(), write: merge(fxHead), op: OpMerge, reason: ReasonOperationNotPermitted},
-		{name: "pending review", role: RoleReviewer, target: fxPR(), write: review("PENDING", fxHead), op: OpReview, reason: ReasonOperationNotPermitted},
+		{name: "pending review", role: RoleReviewer, target: fxPR(), write: review("PENDING", fxHead), op: OpReview, reason: ReasonReviewEventNotPermitted},
+		{name: "review event spelt otherwise", role: RoleApprover, target: fxPR(), write: review("approved", fxHead), op: OpReview, reason: ReasonReviewEventNotPermitted},
 		{name: "approver approves", role: RoleApprover, target: fxPR(), write: review("APPROVED", fxHead), allow: true, op: OpApprove},
 		{name: "approver may not request changes", role: RoleApprover, target: fxPR(), write: review("REQUEST_CHANGES", fxHead), op: OpReview, reason: ReasonOperationNotPermitted},
 		{name: "approver that authored the PR", role: RoleApprover, target: fxPR(), write: review("APPROVED", fxHead), op: OpApprove, reason: ReasonIndependence,
@@ -142,6 +156,15 @@ func TestAuthorizeWrite(t *testing.T) {
 			write: Write{Route: pushRoute, Refs: []RefUpdate{{Old: fxHead, New: strings.Repeat("0", 40), Ref: work}}}},
 		{name: "push with no default branch known", role: RoleAuthor, target: fxIssue(), write: push(work), op: OpPushBranch, reason: ReasonWrongBranch,
 			mutate: func(in *WriteInput) { in.DefaultBranch = "" }},
+		{name: "author commits a file to its work branch", role: RoleAuthor, target: fxIssue(), write: contents("PUT", "a.md", workBranch, ""), allow: true, op: OpPushBranch},
+		{name: "author starts its work branch from main with a file", role: RoleAuthor, target: fxIssue(), write: contents("POST", "a.md", "main", workBranch), allow: true, op: OpPushBranch},
+		{name: "author commits a file to main", role: RoleAuthor, target: fxIssue(), write: contents("POST", "a.md", "main", ""), op: OpPushBranch, reason: ReasonWrongBranch},
+		{name: "author commits a file naming no branch (Gitea's default)", role: RoleAuthor, target: fxIssue(), write: contents("DELETE", "a.md", "", ""), op: OpPushBranch, reason: ReasonWrongBranch},
+		{name: "author commits a file to another claim's branch", role: RoleAuthor, target: fxIssue(), write: contents("PUT", "a.md", workBranch, WorkBranch("ns", "tc-foreign-secret")), op: OpPushBranch, reason: ReasonWrongBranch},
+		{name: "author commits into .fleet", role: RoleAuthor, target: fxIssue(), write: contents("PUT", ".fleet/claim-rules.json", workBranch, ""), op: OpPushBranch, reason: ReasonProtectedPath},
+		{name: "author commits with a message closing another issue", role: RoleAuthor, target: fxIssue(), op: OpPushBranch, reason: ReasonUncoveredReference,
+			write: contents("PUT", "a.md", workBranch, ""), mutate: func(in *WriteInput) { in.Write.Commits = []string{"closes #1"} }},
+		{name: "reviewer commits a file", role: RoleReviewer, target: fxPR(), write: contents("PUT", "a.md", workBranch, ""), op: OpPushBranch, reason: ReasonOperationNotPermitted},
 		{name: "empty push", role: RoleAuthor, target: fxIssue(), write: push(), op: OpPushBranch, reason: ReasonMalformedRequest},
 		{name: "reviewer pushes", role: RoleReviewer, target: fxPR(), write: push(work), op: OpPushBranch, reason: ReasonOperationNotPermitted},
 		{name: "author opens its pull request", role: RoleAuthor, target: fxIssue(), write: openPull(WorkBranch("ns", "tc-mine"), "Fixes #42"), allow: true, op: OpOpenPullRequest},
@@ -227,6 +250,61 @@ func TestAuthorizeWriteCannotWiden(t *testing.T) {
 	c.Operations = append(slices.Clone(c.Operations), OpMerge, OpApprove)
 	if v := AuthorizeWrite(in); v.Allowed || v.Reason != ReasonOperationNotPermitted {
 		t.Fatalf("widened capability: %+v", v)
+	}
+}
+
+// TestRefusalsSayWhatWorks: a refusal of what no role may do says so and what works
+// instead; a refusal of another role's operation names the role that holds it and the
+// caller's own. Only an operation nobody can name keeps the generic message.
+func TestRefusalsSayWhatWorks(t *testing.T) {
+	review := func(event string) Write {
+		return Write{Route: apiRoute("POST", "/pulls/57/reviews"), Event: event, CommitID: fxHead}
+	}
+	pushRoute, _ := MatchRoute("POST", "/fleet/app.git/git-receive-pack", "")
+	cases := []struct {
+		name     string
+		role     Role
+		target   Target
+		write    Write
+		reason   string
+		contains []string
+	}{
+		{"closing an issue", RoleAuthor, fxIssue(), Write{Route: apiRoute("PATCH", "/issues/42")}, ReasonEditIssueNotPermitted,
+			[]string{"no role may", "close or reopen", "merging the pull request closes it", `"Fixes #N" closes issue N when it is merged`}},
+		{"closing a pull request", RoleMerger, fxPR(), Write{Route: apiRoute("PATCH", "/pulls/57")}, ReasonEditIssueNotPermitted,
+			[]string{"no role may", "merging the pull request closes it"}},
+		{"labelling", RoleAuthor, fxIssue(), Write{Route: apiRoute("POST", "/issues/42/labels")}, ReasonLabelNotPermitted,
+			[]string{"no role may add or remove labels", "comment"}},
+		{"assigning", RoleAuthor, fxIssue(), Write{Route: apiRoute("DELETE", "/issues/42/assignees")}, ReasonAssignNotPermitted,
+			[]string{"no role may change assignees", "kubectl fleet claim", "kubectl fleet release"}},
+		{"a pending review", RoleReviewer, fxPR(), review("PENDING"), ReasonReviewEventNotPermitted,
+			[]string{"no role may leave a pending (draft) review", "COMMENT", "REQUEST_CHANGES", "APPROVED"}},
+		{"a reviewer approves", RoleReviewer, fxPR(), review("APPROVED"), ReasonOperationNotPermitted,
+			[]string{"approving a pull request is the approver's operation, not the reviewer's", "once it has a review"}},
+		{"a reviewer merges", RoleReviewer, fxPR(), Write{Route: apiRoute("POST", "/pulls/57/merge"), CommitID: fxHead}, ReasonOperationNotPermitted,
+			[]string{"merging a pull request is the merger's operation, not the reviewer's", "merger once it is approved"}},
+		{"an approver requests changes", RoleApprover, fxPR(), review("REQUEST_CHANGES"), ReasonOperationNotPermitted,
+			[]string{"reviewing a pull request (COMMENT or REQUEST_CHANGES) is the reviewer's operation, not the approver's"}},
+		{"a reviewer pushes its branch", RoleReviewer, fxPR(),
+			Write{Route: pushRoute, Refs: []RefUpdate{{Old: strings.Repeat("0", 40), New: fxHead, Ref: WorkRef("ns", "tc-mine")}}}, ReasonOperationNotPermitted,
+			[]string{"pushing to a work branch is the author's operation, not the reviewer's", "an open issue: author"}},
+		{"an operation nobody names", RoleAuthor, fxIssue(), Write{Route: Route{Operation: "delete_branch", Repository: fxRepo, Number: 42}}, ReasonOperationNotPermitted,
+			[]string{RefusalMessage(ReasonOperationNotPermitted)}},
+	}
+	for _, c := range cases {
+		v := AuthorizeWrite(gwIn(c.role, c.target, c.write))
+		if v.Allowed || v.Reason != c.reason {
+			t.Errorf("%s: %+v, want %s", c.name, v, c.reason)
+			continue
+		}
+		for _, want := range c.contains {
+			if !strings.Contains(v.Message, want) {
+				t.Errorf("%s: message %q lacks %q", c.name, v.Message, want)
+			}
+		}
+	}
+	if got := RefusalMessage(ReasonOperationNotPermitted); got != "your role does not permit this operation" {
+		t.Errorf("the generic message changed: %q", got)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"mime"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/giteatools/fleet-controller/internal/claim"
@@ -41,8 +42,10 @@ const (
 	typeBool
 	typeStrings
 	typeInts
-	typeTime // a date-time string
-	typeReviewComments
+	typeTime     // a date-time string
+	typeZeroTime // a date-time string whose zero ("0001-01-01T00:00:00Z") counts as unset
+	typeObject   // an object of the field's sub fields
+	typeObjects  // an array of objects of the field's sub fields
 )
 
 // field is one name a body may carry.
@@ -57,6 +60,8 @@ type field struct {
 	set func(w *claim.Write, v string)
 	// text marks a field whose string values are texts the worker wrote.
 	text bool
+	// sub are the fields of a typeObject or typeObjects value.
+	sub map[string]field
 }
 
 // Names used more than once below.
@@ -64,6 +69,7 @@ const (
 	nameBody          = "body"
 	aliasTitle        = "title"
 	nameMergeCommitID = "merge_commit_id"
+	nameMessage       = "message"
 )
 
 // bodyRules are the fields of each body rule, exactly as Gitea 1.27 names them.
@@ -75,15 +81,15 @@ var bodyRules = map[claim.BodyRule]map[string]field{
 		"event":     {typ: typeString, set: func(w *claim.Write, v string) { w.Event = v }},
 		nameBody:    {typ: typeString, text: true},
 		"commit_id": {typ: typeString, set: func(w *claim.Write, v string) { w.CommitID = v }},
-		"comments":  {typ: typeReviewComments},
+		"comments":  {typ: typeObjects, sub: reviewCommentFields},
 	},
 	claim.BodyMerge: {
 		"Do":                        {typ: typeString, alias: "do", set: setMergeStyle},
 		"do":                        {typ: typeString, alias: "do", set: setMergeStyle},
 		"MergeTitleField":           {typ: typeString, alias: aliasTitle, text: true},
 		"merge_title_field":         {typ: typeString, alias: aliasTitle, text: true},
-		"MergeMessageField":         {typ: typeString, alias: "message", text: true},
-		"merge_message_field":       {typ: typeString, alias: "message", text: true},
+		"MergeMessageField":         {typ: typeString, alias: nameMessage, text: true},
+		"merge_message_field":       {typ: typeString, alias: nameMessage, text: true},
 		"MergeCommitID":             {typ: typeString, alias: nameMergeCommitID, zeroOnly: true},
 		nameMergeCommitID:           {typ: typeString, alias: nameMergeCommitID, zeroOnly: true},
 		"head_commit_id":            {typ: typeString, set: func(w *claim.Write, v string) { w.CommitID = v }},
@@ -105,6 +111,53 @@ var bodyRules = map[claim.BodyRule]map[string]field{
 		"due_date":              {typ: typeTime, zeroOnly: true},
 		"allow_maintainer_edit": {typ: typeBool, zeroOnly: true},
 	},
+	// One rule for the four contents API routes (a file created, updated or deleted, or a
+	// commit of several): a name one of them does not know, Gitea ignores there, and the
+	// gateway only reads more paths than that route writes.
+	claim.BodyContents: {
+		nameMessage:  {typ: typeString, set: func(w *claim.Write, v string) { w.Commits = append(w.Commits, v) }},
+		"branch":     {typ: typeString, set: func(w *claim.Write, v string) { w.Branch = v }},
+		"new_branch": {typ: typeString, set: func(w *claim.Write, v string) { w.NewBranch = v }},
+		"content":    {typ: typeString},
+		"sha":        {typ: typeString},
+		"from_path":  {typ: typeString, set: addChangedPath},
+		"files":      {typ: typeObjects, sub: changeFileFields},
+		// Gitea's own: the caller's account as author and committer, dated now. Gitea
+		// clients send them empty.
+		"author":     {typ: typeObject, sub: identityFields},
+		"committer":  {typ: typeObject, sub: identityFields},
+		"dates":      {typ: typeObject, sub: commitDateFields},
+		"signoff":    {typ: typeBool, zeroOnly: true},
+		"force_push": {typ: typeBool, zeroOnly: true},
+	},
+}
+
+// changeFileFields are the fields of one file of a contents API commit of several files.
+var changeFileFields = map[string]field{
+	"operation": {typ: typeString},
+	"path":      {typ: typeString, set: addChangedPath},
+	"content":   {typ: typeString},
+	"sha":       {typ: typeString},
+	"from_path": {typ: typeString, set: addChangedPath},
+}
+
+// identityFields are a commit author's or committer's: only empty values are forwarded.
+var identityFields = map[string]field{
+	"name":  {typ: typeString, zeroOnly: true},
+	"email": {typ: typeString, zeroOnly: true},
+}
+
+// commitDateFields are a commit's dates: only unset ones are forwarded.
+var commitDateFields = map[string]field{
+	"author":    {typ: typeZeroTime, zeroOnly: true},
+	"committer": {typ: typeZeroTime, zeroOnly: true},
+}
+
+// addChangedPath records a path a contents API commit writes, moves or deletes.
+func addChangedPath(w *claim.Write, v string) {
+	if v != "" {
+		w.ChangedPaths = append(w.ChangedPaths, v)
+	}
 }
 
 // reviewCommentFields are the fields of one inline review comment.
@@ -201,8 +254,8 @@ func decodeObject(dec *json.Decoder, fields map[string]field, write *claim.Write
 }
 
 func decodeValue(dec *json.Decoder, name string, f field, write *claim.Write) error {
-	if f.typ == typeReviewComments {
-		return decodeReviewComments(dec, write)
+	if f.typ == typeObject || f.typ == typeObjects {
+		return decodeNested(dec, name, f, write)
 	}
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
@@ -241,6 +294,12 @@ func typed(raw json.RawMessage, t fieldType) (zero bool, str string, err error) 
 			return false, "", err
 		}
 		return false, "", nil
+	case typeZeroTime:
+		var v time.Time
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return false, "", err
+		}
+		return v.IsZero(), "", nil
 	case typeInt:
 		var n int64
 		if err := json.Unmarshal(raw, &n); err != nil {
@@ -269,25 +328,38 @@ func typed(raw json.RawMessage, t fieldType) (zero bool, str string, err error) 
 	return false, "", fmt.Errorf("unknown field type %d", t)
 }
 
-// decodeReviewComments reads a review's inline comments: null or an array of objects.
-func decodeReviewComments(dec *json.Decoder, write *claim.Write) error {
+// decodeNested reads a typeObject value (null or one object of f.sub) or a typeObjects
+// value (null or an array of such objects).
+func decodeNested(dec *json.Decoder, name string, f field, write *claim.Write) error {
+	if f.typ == typeObject {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return fmt.Errorf("%w: field %q: %w", errBody, name, err)
+		}
+		if string(raw) == "null" {
+			return nil
+		}
+		sub := json.NewDecoder(bytes.NewReader(raw))
+		sub.UseNumber()
+		return decodeObject(sub, f.sub, write)
+	}
 	t, err := dec.Token()
 	if err != nil {
-		return fmt.Errorf("%w: comments: %w", errBody, err)
+		return fmt.Errorf("%w: %s: %w", errBody, name, err)
 	}
 	if t == nil {
 		return nil
 	}
 	if t != json.Delim('[') {
-		return fmt.Errorf("%w: comments must be an array", errBody)
+		return fmt.Errorf("%w: %s must be an array", errBody, name)
 	}
 	for dec.More() {
-		if err := decodeObject(dec, reviewCommentFields, write); err != nil {
+		if err := decodeObject(dec, f.sub, write); err != nil {
 			return err
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return fmt.Errorf("%w: comments: %w", errBody, err)
+		return fmt.Errorf("%w: %s: %w", errBody, name, err)
 	}
 	return nil
 }

@@ -68,6 +68,42 @@ type giteaOpenPull struct {
 	AllowMaintainerEdit *bool      `json:"allow_maintainer_edit"`
 }
 
+type giteaIdentity struct {
+	Name  string `json:"name"`
+	Email string `json:"email"`
+}
+
+type giteaCommitDates struct {
+	Author    time.Time `json:"author"`
+	Committer time.Time `json:"committer"`
+}
+
+type giteaChangeFile struct {
+	Operation string `json:"operation"`
+	Path      string `json:"path"`
+	Content   string `json:"content"`
+	SHA       string `json:"sha"`
+	FromPath  string `json:"from_path"`
+}
+
+// giteaContents is the union of the contents API's option structs (FileOptions, and the
+// fields CreateFileOptions, UpdateFileOptions, DeleteFileOptions and ChangeFilesOptions
+// add): each route's struct reads a subset of these names, and ignores the rest.
+type giteaContents struct {
+	Message   string            `json:"message"`
+	Branch    string            `json:"branch"`
+	NewBranch string            `json:"new_branch"`
+	ForcePush bool              `json:"force_push"`
+	Author    giteaIdentity     `json:"author"`
+	Committer giteaIdentity     `json:"committer"`
+	Dates     giteaCommitDates  `json:"dates"`
+	Signoff   bool              `json:"signoff"`
+	Content   string            `json:"content"`
+	SHA       string            `json:"sha"`
+	FromPath  string            `json:"from_path"`
+	Files     []giteaChangeFile `json:"files"`
+}
+
 func ifZero(a, b string) string {
 	if a != "" {
 		return a
@@ -79,7 +115,8 @@ func ifZero(a, b string) string {
 // text it stores, and the fields the gateway does not forward that it would act on.
 type giteaReading struct {
 	event, commit, head, base string
-	texts                     []string
+	branch, newBranch         string
+	texts, commits, paths     []string
 	acted                     []string
 }
 
@@ -139,6 +176,29 @@ func decodeLikeGitea(b []byte, rule claim.BodyRule, exact bool) (giteaReading, e
 				r.acted = append(r.acted, name)
 			}
 		}
+	case claim.BodyContents:
+		var v giteaContents
+		if err := decode(b, &v); err != nil {
+			return r, err
+		}
+		r.branch, r.newBranch, r.commits = v.Branch, v.NewBranch, []string{v.Message}
+		r.paths = append(r.paths, v.FromPath)
+		for _, f := range v.Files {
+			r.paths = append(r.paths, f.Path, f.FromPath)
+		}
+		for _, id := range []giteaIdentity{v.Author, v.Committer} {
+			for name, set := range map[string]bool{"name": id.Name != "", "email": id.Email != ""} {
+				if set {
+					r.acted = append(r.acted, name)
+				}
+			}
+		}
+		for name, set := range map[string]bool{"author": !v.Dates.Author.IsZero(), "committer": !v.Dates.Committer.IsZero(),
+			"signoff": v.Signoff, "force_push": v.ForcePush} {
+			if set {
+				r.acted = append(r.acted, name)
+			}
+		}
 	}
 	return r, nil
 }
@@ -179,19 +239,27 @@ func unmarshalExact(b []byte, v any) error {
 	return nil
 }
 
-// unmarshalExactValue decodes one value, recursing into slices of structs (review comments).
+// unmarshalExactValue decodes one value, recursing into structs (a commit's author or
+// dates) and slices of structs (review comments, the files of a commit) exactly too.
 func unmarshalExactValue(raw json.RawMessage, p any) error {
-	if cs, ok := p.(*[]giteaReviewComment); ok {
+	rv := reflect.ValueOf(p).Elem()
+	isStruct := func(t reflect.Type) bool { return t.Kind() == reflect.Struct && t != reflect.TypeFor[time.Time]() }
+	switch {
+	case string(raw) == "null":
+		return nil
+	case isStruct(rv.Type()):
+		return unmarshalExact(raw, p)
+	case rv.Kind() == reflect.Slice && isStruct(rv.Type().Elem()):
 		var items []json.RawMessage
 		if err := json.Unmarshal(raw, &items); err != nil {
 			return err
 		}
 		for _, it := range items {
-			var c giteaReviewComment
-			if err := unmarshalExact(it, &c); err != nil {
+			item := reflect.New(rv.Type().Elem())
+			if err := unmarshalExact(it, item.Interface()); err != nil {
 				return err
 			}
-			*cs = append(*cs, c)
+			rv.Set(reflect.Append(rv, item.Elem()))
 		}
 		return nil
 	}
@@ -216,6 +284,7 @@ var ruleRoutes = []claim.Route{
 	{Operation: claim.OpReview, Body: claim.BodyReview, Kind: claim.KindPullRequest},
 	{Operation: claim.OpMerge, Body: claim.BodyMerge, Kind: claim.KindPullRequest},
 	{Operation: claim.OpOpenPullRequest, Body: claim.BodyOpenPull},
+	{Operation: claim.OpPushBranch, Body: claim.BodyContents},
 }
 
 // checkAgreement is the property: a request the gateway reads and forwards is read by
@@ -244,9 +313,21 @@ func checkAgreement(t *testing.T, contentType, rawQuery string, body []byte, rt 
 		if err != nil {
 			continue // Gitea refuses the body (422): nothing is written
 		}
-		if g.event != w.Event || g.commit != w.CommitID || g.head != w.PullHead || g.base != w.PullBase {
-			t.Fatalf("exact=%v: Gitea reads event=%q commit=%q head=%q base=%q, the gateway event=%q commit=%q head=%q base=%q (body %q)",
-				exact, g.event, g.commit, g.head, g.base, w.Event, w.CommitID, w.PullHead, w.PullBase, body)
+		if g.event != w.Event || g.commit != w.CommitID || g.head != w.PullHead || g.base != w.PullBase ||
+			g.branch != w.Branch || g.newBranch != w.NewBranch {
+			t.Fatalf("exact=%v: Gitea reads event=%q commit=%q head=%q base=%q branch=%q new_branch=%q, "+
+				"the gateway event=%q commit=%q head=%q base=%q branch=%q new_branch=%q (body %q)",
+				exact, g.event, g.commit, g.head, g.base, g.branch, g.newBranch, w.Event, w.CommitID, w.PullHead, w.PullBase, w.Branch, w.NewBranch, body)
+		}
+		for _, msg := range g.commits {
+			if msg != "" && !slices.Contains(w.Commits, msg) {
+				t.Fatalf("exact=%v: Gitea commits with message %q the gateway did not read (body %q)", exact, msg, body)
+			}
+		}
+		for _, p := range g.paths {
+			if p != "" && !slices.Contains(w.ChangedPaths, p) {
+				t.Fatalf("exact=%v: Gitea writes path %q the gateway did not read (body %q)", exact, p, body)
+			}
 		}
 		for _, text := range g.texts {
 			if text != "" && !slices.Contains(w.Text, text) {
@@ -284,7 +365,11 @@ func TestJSONContentType(t *testing.T) {
 }
 
 func TestDecodeBody(t *testing.T) {
-	review, merge, pull, comment := ruleRoutes[1], ruleRoutes[2], ruleRoutes[3], ruleRoutes[0]
+	review, merge, pull, comment, contents := ruleRoutes[1], ruleRoutes[2], ruleRoutes[3], ruleRoutes[0], ruleRoutes[4]
+	// What the Gitea Go SDK sends for CreateFile: every option, empty.
+	sdkFile := `{"message":"Add a.md","branch":"fleet/ns/tc","new_branch":"","author":{"name":"","email":""},` +
+		`"committer":{"name":"","email":""},"dates":{"author":"0001-01-01T00:00:00Z","committer":"0001-01-01T00:00:00Z"},` +
+		`"signoff":false,"content":"aGk="}`
 	sdkPull := `{"head":"fleet/ns/tc","base":"main","title":"t","body":"Fixes #4","assignee":"","assignees":null,` +
 		`"reviewers":null,"team_reviewers":null,"milestone":0,"labels":null,"due_date":null}`
 	sdkMerge := `{"Do":"merge","MergeCommitID":"","MergeTitleField":"","MergeMessageField":"","force_merge":false,` +
@@ -324,6 +409,26 @@ func TestDecodeBody(t *testing.T) {
 			check: func(w claim.Write) bool { return w.PullHead == "fleet/ns/tc" && w.PullBase == "main" }},
 		{name: "pull request with labels and assignees", rt: pull, body: `{"head":"h","base":"main","title":"t","labels":[1],"assignees":["x"]}`, ok: true,
 			forbidden: []string{"labels", "assignees"}},
+		{name: "SDK file", rt: contents, body: sdkFile, ok: true,
+			check: func(w claim.Write) bool {
+				return w.Branch == "fleet/ns/tc" && w.NewBranch == "" && slices.Equal(w.Commits, []string{"Add a.md"})
+			}},
+		{name: "file moved onto a new branch", rt: contents, body: `{"branch":"main","new_branch":"fleet/ns/tc","from_path":"old.md","sha":"abc","content":"aGk="}`, ok: true,
+			check: func(w claim.Write) bool {
+				return w.Branch == "main" && w.NewBranch == "fleet/ns/tc" && slices.Equal(w.ChangedPaths, []string{"old.md"})
+			}},
+		{name: "commit of several files", rt: contents, body: `{"branch":"fleet/ns/tc","message":"m","files":[` +
+			`{"operation":"create","path":"a.md","content":"aGk="},{"operation":"update","path":"b.md","from_path":".fleet/x","sha":"s"}]}`, ok: true,
+			check: func(w claim.Write) bool { return slices.Equal(w.ChangedPaths, []string{"a.md", "b.md", ".fleet/x"}) }},
+		{name: "file with its own author and dates", rt: contents,
+			body: `{"branch":"b","author":{"name":"Someone","email":"someone@example.com"},"dates":{"author":"2020-01-01T00:00:00Z"}}`, ok: true,
+			forbidden: []string{"name", "email", "author"}},
+		{name: "file pushed by force, signed off", rt: contents, body: `{"branch":"b","force_push":true,"signoff":true}`, ok: true,
+			forbidden: []string{"force_push", "signoff"}},
+		{name: "file with a case variant of branch", rt: contents, body: `{"branch":"fleet/ns/tc","Branch":"main"}`},
+		{name: "file with a case variant in its author", rt: contents, body: `{"branch":"b","author":{"Name":"x"}}`},
+		{name: "file with a file's unknown field", rt: contents, body: `{"branch":"b","files":[{"path":"a","Path":".fleet/x"}]}`},
+		{name: "file with branch twice", rt: contents, body: `{"branch":"fleet/ns/tc","branch":"main"}`},
 		{name: "pull request with reviewers and a milestone", rt: pull, body: `{"head":"h","base":"main","title":"t","reviewers":["x"],"milestone":2}`, ok: true,
 			forbidden: []string{"reviewers", "milestone"}},
 	}
@@ -371,6 +476,8 @@ func FuzzBodyAgreesWithGitea(f *testing.F) {
 		{"multipart/form-data; boundary=x", "", `{"body":"x"}`, 0},
 		{"text/plain", "", `{"body":"x"}`, 0},
 		{"application/json", "", `{"event":"COMMENT","comments":[{"body":"a","BODY":"b"}]}`, 1},
+		{"application/json", "", `{"branch":"fleet/n/c","new_branch":"","message":"m","content":"aGk=","author":{"name":"","email":""}}`, 4},
+		{"application/json", "", `{"branch":"fleet/n/c","files":[{"operation":"delete","path":".fleet/claim-rules.json"}],"dates":{"author":null}}`, 4},
 	}
 	for _, s := range seeds {
 		f.Add(s.ct, s.query, []byte(s.body), s.rule)

@@ -10,6 +10,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -343,22 +344,22 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 	wr := &fleetv1alpha1.WorkerRegistration{}
 	if err := reader.Get(ctx, client.ObjectKey{Namespace: caller.Namespace, Name: caller.Name}, wr); err != nil {
 		if apierrors.IsNotFound(err) {
-			g.refuse(w, r, op, nil, nil, claim.ReasonNotRegistered)
+			g.refuse(w, r, op, nil, claim.ReasonNotRegistered)
 			return
 		}
 		g.fail(w, op, err)
 		return
 	}
 	if wr.Status.Phase != fleetv1alpha1.PhaseActive {
-		g.refuse(w, r, op, wr, nil, claim.ReasonNotRegistered)
+		g.refuse(w, r, op, wr, claim.ReasonNotRegistered)
 		return
 	}
 	switch {
 	case !routed:
-		g.refuse(w, r, op, wr, nil, claim.ReasonRouteNotPermitted)
+		g.refuse(w, r, op, wr, claim.ReasonRouteNotPermitted)
 		return
 	case (rt.Repository != "" && !sameRepository(rt.Repository, g.Repository)) || !sameRepository(wr.Spec.Repository, g.Repository):
-		g.refuse(w, r, op, wr, nil, claim.ReasonWrongRepository)
+		g.refuse(w, r, op, wr, claim.ReasonWrongRepository)
 		return
 	}
 	token, err := g.Credentials.Token(ctx, wr.Spec.Identity)
@@ -408,16 +409,30 @@ func (g *Gateway) fail(w http.ResponseWriter, op string, err error) {
 	writeRefusal(w, http.StatusServiceUnavailable, op, claim.ReasonStateUnavailable, msg)
 }
 
-// refuse answers 403 (400 for malformed requests) and records the refusal of a mutation
-// as an Event on the claim it concerns, or on the registration; reads refused are only
-// counted.
-func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, op string, wr *fleetv1alpha1.WorkerRegistration,
-	tc *fleetv1alpha1.TaskClaim, reason string) {
+// refuse answers 403 (400 for malformed requests) for a request refused before any claim
+// was looked at, and records the refusal of a mutation as an Event on the registration;
+// reads refused are only counted.
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, op string, wr *fleetv1alpha1.WorkerRegistration, reason string) {
+	g.refuseWith(w, r, op, wr, nil, reason, claim.RefusalMessage(reason))
+}
+
+// refuseWrite is refuse for a decided mutation: the answer carries the verdict's own
+// message, which may say more than its reason's fixed one (the caller's work branch, why a
+// branch is refused).
+func (g *Gateway) refuseWrite(w http.ResponseWriter, r *http.Request, v claim.WriteVerdict, wr *fleetv1alpha1.WorkerRegistration,
+	tc *fleetv1alpha1.TaskClaim) {
+	g.refuseWith(w, r, v.Operation, wr, tc, v.Reason, cmp.Or(v.Message, claim.RefusalMessage(v.Reason)))
+}
+
+// refuseWith answers a refusal with message and records it as an Event on the claim it
+// concerns (tc), or else on the registration.
+func (g *Gateway) refuseWith(w http.ResponseWriter, r *http.Request, op string, wr *fleetv1alpha1.WorkerRegistration,
+	tc *fleetv1alpha1.TaskClaim, reason, message string) {
 	countRequest(op, verdictRefused)
 	g.recordRefusal(r, op, wr, tc, reason)
 	status := http.StatusForbidden
 	if reason == claim.ReasonMalformedRequest {
 		status = http.StatusBadRequest
 	}
-	writeRefusal(w, status, op, reason, claim.RefusalMessage(reason))
+	writeRefusal(w, status, op, reason, message)
 }

@@ -215,6 +215,7 @@ var _ = Describe("The author role", func() {
 		// git shows the gateway's reason for the rejected ref, not a hung-up connection.
 		Expect(out).To(SatisfyAll(ContainSubstring("[remote rejected]"), ContainSubstring(claim.ReasonWrongBranch)), "git's output: %s", out)
 		Expect(out).NotTo(ContainSubstring("hung up"))
+		Expect(out).To(ContainSubstring("your claim's work branch is "+branch), "git shows the worker its own work branch")
 		out, err = a.commitAndPush(dir, "refs/heads/elsewhere")
 		Expect(err).To(HaveOccurred(), "push to another branch went through: %s", out)
 		Expect(srv.BranchHead(ctx, repo, "main")).To(Equal(mainBefore))
@@ -229,8 +230,9 @@ var _ = Describe("The author role", func() {
 
 		By("a pull request from another branch, or not referencing the issue, is refused")
 		pulls := apiPath("/pulls")
-		expectRefused(a.via(http.MethodPost, pulls, map[string]string{"head": "main", "base": "main", "title": "x", "body": "Fixes #" + itoa(n)}),
-			claim.ReasonWrongBranch)
+		wrong := a.via(http.MethodPost, pulls, map[string]string{"head": "main", "base": "main", "title": "x", "body": "Fixes #" + itoa(n)})
+		expectRefused(wrong, claim.ReasonWrongBranch)
+		Expect(wrong.refusal.Message).To(ContainSubstring(branch), "the refusal names the caller's own work branch")
 		expectRefused(a.via(http.MethodPost, pulls, map[string]string{"head": branch, "base": "main", "title": "x", "body": "no reference"}),
 			claim.ReasonMissingReference)
 

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -76,7 +77,7 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 			writeRefusal(w, status, rt.Operation, claim.ReasonMalformedRequest, "the request body is too large")
 			return
 		}
-		g.refuse(w, r, rt.Operation, wr, nil, claim.ReasonMalformedRequest)
+		g.refuse(w, r, rt.Operation, wr, claim.ReasonMalformedRequest)
 		return
 	}
 
@@ -136,7 +137,7 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 			g.refusePush(w, r, push, v, wr, tc)
 			return
 		}
-		g.refuse(w, r, v.Operation, wr, tc, v.Reason)
+		g.refuseWrite(w, r, v, wr, tc)
 		return
 	}
 
@@ -234,6 +235,9 @@ func (g *Gateway) readWrite(w http.ResponseWriter, r *http.Request, write *claim
 			return nil, 0, pushReport{}, http.StatusBadRequest, err
 		}
 		write.PullText = strings.Join(write.Text, "\n")
+		if write.Route.Path != "" {
+			write.ChangedPaths = append(write.ChangedPaths, write.Route.Path) // the contents API's file
+		}
 	}
 	return bytes.NewReader(b), int64(len(b)), pushReport{}, 0, nil
 }
@@ -245,14 +249,15 @@ func (g *Gateway) refusePush(w http.ResponseWriter, r *http.Request, push pushRe
 	wr *fleetv1alpha1.WorkerRegistration, tc *fleetv1alpha1.TaskClaim) {
 	countRequest(v.Operation, verdictRefused)
 	g.recordRefusal(r, v.Operation, wr, tc, v.Reason)
+	message := cmp.Or(v.Message, claim.RefusalMessage(v.Reason))
 	if !push.reportable() {
-		writeRefusal(w, http.StatusForbidden, v.Operation, v.Reason, claim.RefusalMessage(v.Reason))
+		writeRefusal(w, http.StatusForbidden, v.Operation, v.Reason, message)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-git-receive-pack-result")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(push.body(v.Reason, claim.RefusalMessage(v.Reason)))
+	_, _ = w.Write(push.body(v.Reason, message))
 }
 
 func statusOf(err error) int {
@@ -265,12 +270,12 @@ func statusOf(err error) int {
 
 // readFacts reads from Gitea what the decision needs: for a numbered route on the
 // caller's bound pull request, its head now (and, for review, approve and merge, its full
-// state for the independence re-check); for pushes and new pull requests, the default
-// branch.
+// state for the independence re-check); for pushes, contents API commits and new pull
+// requests, the default branch.
 func (g *Gateway) readFacts(ctx context.Context, in *claim.WriteInput) error {
 	rt := in.Write.Route
 	switch rt.Body {
-	case claim.BodyReceivePack, claim.BodyOpenPull:
+	case claim.BodyReceivePack, claim.BodyOpenPull, claim.BodyContents:
 		owner, name, _ := strings.Cut(g.Repository, "/")
 		repo, resp, err := g.Gitea.SDK(ctx).GetRepo(owner, name)
 		if err != nil {
