@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"code.gitea.io/sdk/gitea"
@@ -92,7 +94,9 @@ type mcpTools struct {
 }
 
 // NewMCPServer returns the MCP server of one worker: inspect, claim, release, complete,
-// and the Gitea writes through the gateway (comment, review, approve, merge, open_pr).
+// the Gitea writes through the gateway (comment, review, approve, merge, open_pr), and the
+// Gitea reads of the worker's repository (read_issue, read_pr, read_diff, read_file,
+// list_comments, read_timeline, search_issues).
 func (o *Options) NewMCPServer(cfg MCPConfig) *mcp.Server {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Minute
@@ -102,29 +106,67 @@ func (o *Options) NewMCPServer(cfg MCPConfig) *mcp.Server {
 	return t.server()
 }
 
-// server registers the tools.
+// server registers the tools: the worker commands and the Gitea writes here, the Gitea
+// reads in mcpread.go. Each is one addTool call; a tool added later is one more.
 func (t *mcpTools) server() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "kubectl-fleet", Version: Version}, &mcp.ServerOptions{
 		// The tool list never changes while the server runs, and the server sends no log
 		// messages: it advertises tools only, without listChanged.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
-		Instructions: "Tools of one fleet worker. Inspect a target, then claim it; the controller derives your role. " +
+		Instructions: "Tools of one fleet worker. Read your repository's issues, pull requests, diffs and files " +
+			"with the read_ and list_ tools, inspect a target, then claim it; the controller derives your role. " +
 			"A refused claim is final: inspect fresh state before choosing again. Gitea writes go through the " +
 			"gateway and succeed only within your active claim's capability.",
 	})
-	mcp.AddTool(s, &mcp.Tool{Name: "inspect", Annotations: readOnly(), InputSchema: inputSchema[InspectInput](kinds), Description: "Show your registration, your own claims and, given kind and number, " +
+	addTool(s, &mcp.Tool{Name: "inspect", Annotations: readOnly(), InputSchema: inputSchema[InspectInput](kinds), Description: "Show your registration, your own claims and, given kind and number, " +
 		"the target's state as the controller sees it (derived role, head, labels, dependencies, whether it is claimed)."}, t.inspect)
-	mcp.AddTool(s, &mcp.Tool{Name: "claim", Annotations: writes(false, false), InputSchema: inputSchema[ClaimInput](kinds), Description: "Claim one issue or pull request (kind issue|pr, number, optional head). " +
+	addTool(s, &mcp.Tool{Name: "claim", Annotations: writes(false, false), InputSchema: inputSchema[ClaimInput](kinds), Description: "Claim one issue or pull request (kind issue|pr, number, optional head). " +
 		"Returns the capability (role, operations, expiry) or a typed refusal."}, t.claim)
-	mcp.AddTool(s, &mcp.Tool{Name: "release", Annotations: writes(false, true), Description: "Give your open claim (or the named one) back."}, t.release)
-	mcp.AddTool(s, &mcp.Tool{Name: "complete", Annotations: writes(false, true), Description: "Report your open claim's (or the named one's) work cycle finished."}, t.complete)
-	mcp.AddTool(s, &mcp.Tool{Name: "comment", Annotations: writes(false, false), Description: "Comment on the claimed issue or pull request, through the gateway."}, t.comment)
-	mcp.AddTool(s, &mcp.Tool{Name: "review", Annotations: writes(false, false), Description: "Review the claimed pull request at the claimed head (comment or request changes), through the gateway."}, t.review)
-	mcp.AddTool(s, &mcp.Tool{Name: "approve", Annotations: writes(false, false), Description: "Approve the claimed pull request at the claimed head, through the gateway."}, t.approve)
-	mcp.AddTool(s, &mcp.Tool{Name: "merge", Annotations: writes(true, false), InputSchema: inputSchema[MergeInput](mergeStyles), Description: "Merge the claimed pull request at the claimed head, through the gateway."}, t.merge)
-	mcp.AddTool(s, &mcp.Tool{Name: "open_pr", Annotations: writes(false, false), Description: "Open a pull request for the claimed issue from a work branch, through the gateway."}, t.openPR)
+	addTool(s, &mcp.Tool{Name: "release", Annotations: writes(false, true), Description: "Give your open claim (or the named one) back."}, t.release)
+	addTool(s, &mcp.Tool{Name: "complete", Annotations: writes(false, true), Description: "Report your open claim's (or the named one's) work cycle finished."}, t.complete)
+	addTool(s, &mcp.Tool{Name: "comment", Annotations: writes(false, false), Description: "Comment on the claimed issue or pull request, through the gateway."}, t.comment)
+	addTool(s, &mcp.Tool{Name: "review", Annotations: writes(false, false), Description: "Review the claimed pull request at the claimed head (comment or request changes), through the gateway."}, t.review)
+	addTool(s, &mcp.Tool{Name: "approve", Annotations: writes(false, false), Description: "Approve the claimed pull request at the claimed head, through the gateway."}, t.approve)
+	addTool(s, &mcp.Tool{Name: "merge", Annotations: writes(true, false), InputSchema: inputSchema[MergeInput](mergeStyles), Description: "Merge the claimed pull request at the claimed head, through the gateway."}, t.merge)
+	addTool(s, &mcp.Tool{Name: "open_pr", Annotations: writes(false, false), Description: "Open a pull request for the claimed issue from a work branch, through the gateway."}, t.openPR)
+	t.addReadTools(s)
 	if t.cfg.StartError != nil {
 		s.AddReceivingMiddleware(refuseCalls(t.cfg.StartError))
+	}
+	return s
+}
+
+// addTool registers a tool whose handler returns *Out, Out a struct. The tool's output
+// schema is derived from Out (outputSchema), its result carries the value as structured
+// content (checked against that schema), and an error becomes a tool error whose
+// structured content is the refusal or failure (toolError).
+//
+// The SDK is handed Out as any, with the schema set here: given the typed Out it would
+// marshal the zero Out over a tool error's structured content, and the agent would lose
+// the refusal.
+func addTool[In, Out any](s *mcp.Server, tool *mcp.Tool, h func(context.Context, In) (*Out, error)) {
+	tool.OutputSchema = outputSchema[Out]()
+	mcp.AddTool(s, tool, func(ctx context.Context, _ *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+		out, err := h(ctx, in)
+		if err != nil {
+			return toolError(err), nil, nil
+		}
+		return nil, out, nil
+	})
+}
+
+// outputSchema is the JSON schema of Out as the SDK infers one, with the API's
+// timestamps (metav1.Time, which marshals to an RFC 3339 string, or null when unset) as
+// strings. Out must be a struct: a tool's structured content is a JSON object.
+func outputSchema[Out any]() *jsonschema.Schema {
+	s, err := jsonschema.For[Out](&jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[metav1.Time](): {Types: []string{"null", "string"}, Format: "date-time"},
+	}})
+	if err != nil {
+		panic(fmt.Sprintf("the output schema of %T: %v", *new(Out), err)) // the output types are fixed
+	}
+	if s.Type != "object" {
+		panic(fmt.Sprintf("the output schema of %T is %q: a tool's output must be a struct", *new(Out), s.Type))
 	}
 	return s
 }
@@ -150,10 +192,12 @@ func newMCPCommand(o *Options) *cobra.Command {
 		Use:   "mcp [--worker NAME] [--gateway-url URL]",
 		Short: "Serve the worker commands as MCP tools over stdio",
 		Long: `Serve the worker's commands to an LLM agent as Model Context Protocol tools over
-stdin and stdout: inspect, claim, release, complete, and the Gitea writes its capability
-permits, through the gateway (comment, review, approve, merge, open_pr). A refusal comes
-back as a tool error with a structured payload (the claim's class, blocker, predicate and
-rule, or the gateway's reason) that names no other task.`,
+stdin and stdout: inspect, claim, release, complete, the Gitea writes its capability
+permits, through the gateway (comment, review, approve, merge, open_pr), and reads of the
+worker's repository with its read token (read_issue, read_pr, read_diff, read_file,
+list_comments, read_timeline, search_issues). A refusal comes back as a tool error with a
+structured payload (the claim's class, blocker, predicate and rule, or the gateway's
+reason) that names no other task.`,
 		Example: `  # In an MCP client configuration, inside 'kubectl fleet run':
   {"command": "kubectl", "args": ["fleet", "mcp", "--gateway-url", "http://127.0.0.1:8083"]}`,
 		Args: noArgs,
@@ -219,14 +263,6 @@ func toolError(err error) *mcp.CallToolResult {
 		Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
 }
 
-// done wraps a handler's outcome: an error becomes a structured tool error.
-func done(v any, err error) (*mcp.CallToolResult, any, error) {
-	if err != nil {
-		return toolError(err), nil, nil
-	}
-	return nil, v, nil
-}
-
 // --- neutral inspection -----------------------------------------------------------------
 
 // InspectInput names an optional target.
@@ -286,11 +322,9 @@ type TargetView struct {
 	ClaimedByYou   bool                   `json:"claimedByYou"`
 }
 
-func (t *mcpTools) inspect(ctx context.Context, _ *mcp.CallToolRequest, in InspectInput) (*mcp.CallToolResult, any, error) {
-	return done(t.doInspect(ctx, in))
-}
-
-func (t *mcpTools) doInspect(ctx context.Context, in InspectInput) (*InspectOutput, error) {
+// inspect is the worker's neutral view: its registration, its own claims and, given a
+// target, that target as the controller reads it.
+func (t *mcpTools) inspect(ctx context.Context, in InspectInput) (*InspectOutput, error) {
 	wr, err := t.o.worker(ctx, t.cfg.Client, t.cfg.Namespace, t.cfg.Worker)
 	if err != nil {
 		return nil, err
@@ -368,11 +402,8 @@ type ClaimOutput struct {
 	WorkBranch string `json:"workBranch,omitempty"`
 }
 
-func (t *mcpTools) claim(ctx context.Context, _ *mcp.CallToolRequest, in ClaimInput) (*mcp.CallToolResult, any, error) {
-	return done(t.doClaim(ctx, in))
-}
-
-func (t *mcpTools) doClaim(ctx context.Context, in ClaimInput) (*ClaimOutput, error) {
+// claim claims a target as the claim command does, and waits for the decision.
+func (t *mcpTools) claim(ctx context.Context, in ClaimInput) (*ClaimOutput, error) {
 	kind, number, err := parseClaimArgs([]string{in.Kind, fmt.Sprint(in.Number)}, in.Head)
 	if err != nil {
 		return nil, err
@@ -408,14 +439,18 @@ type EndOutput struct {
 	EndedReason string `json:"endedReason,omitempty"`
 }
 
-func (t *mcpTools) release(ctx context.Context, _ *mcp.CallToolRequest, in EndInput) (*mcp.CallToolResult, any, error) {
-	return done(t.end(ctx, in, false))
+// release gives a claim back.
+func (t *mcpTools) release(ctx context.Context, in EndInput) (*EndOutput, error) {
+	return t.end(ctx, in, false)
 }
 
-func (t *mcpTools) complete(ctx context.Context, _ *mcp.CallToolRequest, in EndInput) (*mcp.CallToolResult, any, error) {
-	return done(t.end(ctx, in, true))
+// complete reports a claim's work cycle finished.
+func (t *mcpTools) complete(ctx context.Context, in EndInput) (*EndOutput, error) {
+	return t.end(ctx, in, true)
 }
 
+// end releases or completes the worker's open claim (or the named one) and waits until
+// it has ended.
 func (t *mcpTools) end(ctx context.Context, in EndInput, complete bool) (*EndOutput, error) {
 	var args []string
 	if in.Claim != "" {
@@ -434,6 +469,8 @@ func (t *mcpTools) end(ctx context.Context, in EndInput, complete bool) (*EndOut
 
 // --- writes through the gateway ---------------------------------------------------------
 
+// gatewayToken is a gateway token of the worker's ServiceAccount, minted for an hour and
+// reused while it has more than five minutes left.
 func (t *mcpTools) gatewayToken(ctx context.Context) (string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -511,11 +548,8 @@ type CommentInput struct {
 	Body   string `json:"body" jsonschema:"comment text (markdown)"`
 }
 
-func (t *mcpTools) comment(ctx context.Context, _ *mcp.CallToolRequest, in CommentInput) (*mcp.CallToolResult, any, error) {
-	return done(t.doComment(ctx, in))
-}
-
-func (t *mcpTools) doComment(ctx context.Context, in CommentInput) (*WriteOutput, error) {
+// comment comments on the claimed target (or the given number) through the gateway.
+func (t *mcpTools) comment(ctx context.Context, in CommentInput) (*WriteOutput, error) {
 	if strings.TrimSpace(in.Body) == "" {
 		return nil, errors.New("body must not be empty")
 	}
@@ -541,12 +575,13 @@ type ReviewInput struct {
 	RequestChanges bool   `json:"requestChanges,omitempty" jsonschema:"request changes instead of commenting"`
 }
 
-func (t *mcpTools) review(ctx context.Context, _ *mcp.CallToolRequest, in ReviewInput) (*mcp.CallToolResult, any, error) {
+// review comments on or requests changes to a pull request.
+func (t *mcpTools) review(ctx context.Context, in ReviewInput) (*WriteOutput, error) {
 	state := gitea.ReviewStateComment
 	if in.RequestChanges {
 		state = gitea.ReviewStateRequestChanges
 	}
-	return done(t.doReview(ctx, in.Number, in.Body, state))
+	return t.doReview(ctx, in.Number, in.Body, state)
 }
 
 // ApproveInput is an approval.
@@ -555,10 +590,12 @@ type ApproveInput struct {
 	Body   string `json:"body,omitempty" jsonschema:"approval text"`
 }
 
-func (t *mcpTools) approve(ctx context.Context, _ *mcp.CallToolRequest, in ApproveInput) (*mcp.CallToolResult, any, error) {
-	return done(t.doReview(ctx, in.Number, in.Body, gitea.ReviewStateApproved))
+// approve approves a pull request.
+func (t *mcpTools) approve(ctx context.Context, in ApproveInput) (*WriteOutput, error) {
+	return t.doReview(ctx, in.Number, in.Body, gitea.ReviewStateApproved)
 }
 
+// doReview submits a review of the given state through the gateway.
 func (t *mcpTools) doReview(ctx context.Context, number int64, body string, state gitea.ReviewStateType) (*WriteOutput, error) {
 	if state != gitea.ReviewStateApproved && strings.TrimSpace(body) == "" {
 		return nil, errors.New("body must not be empty")
@@ -588,11 +625,8 @@ type MergeInput struct {
 	Style  string `json:"style,omitempty" jsonschema:"merge, rebase, rebase-merge or squash (default merge)"`
 }
 
-func (t *mcpTools) merge(ctx context.Context, _ *mcp.CallToolRequest, in MergeInput) (*mcp.CallToolResult, any, error) {
-	return done(t.doMerge(ctx, in))
-}
-
-func (t *mcpTools) doMerge(ctx context.Context, in MergeInput) (*WriteOutput, error) {
+// merge merges the claimed pull request at the claimed head through the gateway.
+func (t *mcpTools) merge(ctx context.Context, in MergeInput) (*WriteOutput, error) {
 	style := gitea.MergeStyle(in.Style)
 	switch style {
 	case "":
@@ -628,11 +662,8 @@ type OpenPRInput struct {
 	Body  string `json:"body,omitempty" jsonschema:"pull request body; mention the issue (Fixes #N) so the claim completes"`
 }
 
-func (t *mcpTools) openPR(ctx context.Context, _ *mcp.CallToolRequest, in OpenPRInput) (*mcp.CallToolResult, any, error) {
-	return done(t.doOpenPR(ctx, in))
-}
-
-func (t *mcpTools) doOpenPR(ctx context.Context, in OpenPRInput) (*WriteOutput, error) {
+// openPR opens a pull request from a work branch through the gateway.
+func (t *mcpTools) openPR(ctx context.Context, in OpenPRInput) (*WriteOutput, error) {
 	if in.Head == "" || strings.TrimSpace(in.Title) == "" {
 		return nil, errors.New("head and title are required")
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
@@ -19,7 +20,9 @@ import (
 // TestMCPServerDescribesItself: what an MCP host reads before calling any tool. The
 // server names the binary's version (not the API version), advertises tools without
 // listChanged (the list never changes) and no logging, and annotates each tool as a host
-// shows it: inspect reads only, merge is destructive, release and complete are idempotent.
+// shows it: inspect and the Gitea reads read only, merge is destructive, release and
+// complete are idempotent. Every tool has an output schema, an object, that describes its
+// structured content.
 func TestMCPServerDescribesItself(t *testing.T) {
 	ctx := context.Background()
 	cs := hostSession(t)
@@ -46,6 +49,10 @@ func TestMCPServerDescribesItself(t *testing.T) {
 	}
 	byName := map[string]*mcp.Tool{}
 	for _, tool := range tools.Tools {
+		if schema := schemaOf(t, tool.OutputSchema); schema.Type != "object" || len(schema.Properties) == 0 {
+			t.Errorf("tool %s has an output schema of type %q with %d properties: want an object schema with its properties",
+				tool.Name, schema.Type, len(schema.Properties))
+		}
 		if tool.Annotations == nil {
 			t.Errorf("tool %s has no annotations", tool.Name)
 			continue
@@ -62,6 +69,14 @@ func TestMCPServerDescribesItself(t *testing.T) {
 		"approve":  {},
 		"merge":    {destructive: true},
 		"open_pr":  {},
+
+		"read_issue":    {readOnly: true},
+		"read_pr":       {readOnly: true},
+		"read_diff":     {readOnly: true},
+		"read_file":     {readOnly: true},
+		"list_comments": {readOnly: true},
+		"read_timeline": {readOnly: true},
+		"search_issues": {readOnly: true},
 	} {
 		a := byName[name].Annotations
 		if a == nil {
@@ -75,8 +90,8 @@ func TestMCPServerDescribesItself(t *testing.T) {
 	}
 }
 
-// TestMCPInputsListTheirValues: kind and merge style are closed sets, listed as enums in
-// the input schemas, and a value outside them is refused.
+// TestMCPInputsListTheirValues: kind, merge style and search state are closed sets,
+// listed as enums in the input schemas, and a value outside them is refused.
 func TestMCPInputsListTheirValues(t *testing.T) {
 	ctx := context.Background()
 	cs := hostSession(t)
@@ -104,7 +119,8 @@ func TestMCPInputsListTheirValues(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]string{"inspect.kind": "issue,pr", "claim.kind": "issue,pr", "merge.style": "merge,rebase,rebase-merge,squash"}
+	want := map[string]string{"inspect.kind": "issue,pr", "claim.kind": "issue,pr", "merge.style": "merge,rebase,rebase-merge,squash",
+		"search_issues.kind": "issue,pr", "search_issues.state": "open,closed,all"}
 	for k, v := range want {
 		if enums[k] != v {
 			t.Errorf("%s enum = %q, want %q", k, enums[k], v)
@@ -117,6 +133,27 @@ func TestMCPInputsListTheirValues(t *testing.T) {
 	if err == nil && !res.IsError {
 		t.Error("a claim of kind epic was accepted")
 	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "search_issues", Arguments: map[string]any{"query": "x", "state": "merged"}})
+	if err == nil && !res.IsError {
+		t.Error("a search in state merged was accepted")
+	}
+}
+
+// schemaOf decodes a tool's schema as a host reads it (nil: the zero schema).
+func schemaOf(t *testing.T, s any) jsonschema.Schema {
+	t.Helper()
+	var out jsonschema.Schema
+	if s == nil {
+		return out
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // hostSession connects an MCP host to a worker's server over the in-memory transport,
@@ -173,10 +210,14 @@ func TestMCPStartFailureIsAnswered(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(tools.Tools) != 9 {
-				t.Errorf("%d tools listed, want the 9 a working server lists", len(tools.Tools))
+			working, err := hostSession(t).ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
 			}
-			for _, tool := range []string{"inspect", "claim", "comment"} {
+			if len(tools.Tools) != len(working.Tools) {
+				t.Errorf("%d tools listed, want the %d a working server lists", len(tools.Tools), len(working.Tools))
+			}
+			for _, tool := range []string{"inspect", "claim", "comment", "read_issue"} {
 				res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"kind": "issue", "number": 1, "body": "x"}})
 				if err != nil {
 					t.Fatalf("%s: %v", tool, err)
