@@ -128,7 +128,7 @@ func TestGatewayWritesThroughMCP(t *testing.T) {
 			map[string]any{"event": "APPROVED", "commit_id": "3f2a1b0c9d8e"}, map[string]any{"done": "approved"}},
 		{"merge", pull, map[string]any{"style": "squash"}, "POST /api/v1/repos/acme/widgets/pulls/12/merge",
 			map[string]any{"Do": "squash", "head_commit_id": "3f2a1b0c9d8e"}, map[string]any{"done": "merged", "number": 12.0}},
-		{"open_pr", issue, map[string]any{"head": "work-7", "title": "Fix 7"}, "POST /api/v1/repos/acme/widgets/pulls",
+		{"open_pr", issue, map[string]any{"head": "work-7", "base": "main", "title": "Fix 7"}, "POST /api/v1/repos/acme/widgets/pulls",
 			map[string]any{"head": "work-7", "base": "main", "title": "Fix 7", "body": "Fixes #7\n"}, map[string]any{"done": "opened", "number": 13.0}},
 	}
 	for _, tc := range cases {

@@ -107,7 +107,8 @@ func (o *Options) NewMCPServer(cfg MCPConfig) *mcp.Server {
 }
 
 // server registers the tools: the worker commands and the Gitea writes here, the Gitea
-// reads in mcpread.go. Each is one addTool call; a tool added later is one more.
+// reads in mcpread.go, the commits to a work branch in mcpwrite.go. Each is one addTool
+// call; a tool added later is one more.
 func (t *mcpTools) server() *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "kubectl-fleet", Version: Version}, &mcp.ServerOptions{
 		// The tool list never changes while the server runs, and the server sends no log
@@ -130,6 +131,7 @@ func (t *mcpTools) server() *mcp.Server {
 	addTool(s, &mcp.Tool{Name: "merge", Annotations: writes(true, false), InputSchema: inputSchema[MergeInput](mergeStyles), Description: "Merge the claimed pull request at the claimed head, through the gateway."}, t.merge)
 	addTool(s, &mcp.Tool{Name: "open_pr", Annotations: writes(false, false), Description: "Open a pull request for the claimed issue from a work branch, through the gateway."}, t.openPR)
 	t.addReadTools(s)
+	t.addFileTools(s)
 	if t.cfg.StartError != nil {
 		s.AddReceivingMiddleware(refuseCalls(t.cfg.StartError))
 	}
@@ -188,6 +190,7 @@ func newMCPCommand(o *Options) *cobra.Command {
 	var worker string
 	var gf giteaFlags
 	var timeout time.Duration
+	var httpFlags *mcpHTTPFlags
 	cmd := &cobra.Command{
 		Use:   "mcp [--worker NAME] [--gateway-url URL]",
 		Short: "Serve the worker commands as MCP tools over stdio",
@@ -204,6 +207,9 @@ reason) that names no other task.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := MCPConfig{GatewayURL: o.gatewayURL(&gf), Timeout: timeout, GiteaURL: cmp.Or(gf.giteaURL, o.Getenv(EnvGiteaURL)),
 				GiteaToken: o.Getenv(EnvGiteaToken)}
+			if httpFlags.set() { // mcphttp.go
+				return o.serveMCPHTTP(cmd.Context(), cfg, worker, httpFlags)
+			}
 			if cfg.StartError = o.mcpWorker(cmd.Context(), &cfg, worker); cfg.StartError != nil {
 				// Said on standard error too, for a person running it by hand.
 				fmt.Fprintf(o.Streams.ErrOut, "error: %v (every tool call answers with this)\n", cfg.StartError)
@@ -214,6 +220,7 @@ reason) that names no other task.`,
 	workerFlag(cmd, &worker)
 	gf.add(cmd)
 	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "How long a claim waits for the controller.")
+	httpFlags = addMCPHTTPFlags(cmd)
 	return cmd
 }
 
@@ -656,19 +663,25 @@ func (t *mcpTools) merge(ctx context.Context, in MergeInput) (*WriteOutput, erro
 
 // OpenPRInput opens a pull request.
 type OpenPRInput struct {
-	Head  string `json:"head" jsonschema:"work branch to merge from"`
-	Base  string `json:"base,omitempty" jsonschema:"branch to merge into (default main)"`
+	Head  string `json:"head,omitempty" jsonschema:"work branch to merge from (default: your author claim's work branch)"`
+	Base  string `json:"base,omitempty" jsonschema:"branch to merge into (default: the repository's default branch)"`
 	Title string `json:"title" jsonschema:"pull request title"`
 	Body  string `json:"body,omitempty" jsonschema:"pull request body; mention the issue (Fixes #N) so the claim completes"`
 }
 
-// openPR opens a pull request from a work branch through the gateway.
+// openPR opens a pull request from a work branch through the gateway: by default from the
+// author claim's work branch into the default branch. A work branch without commits is
+// named as such, rather than with Gitea's bare "not found".
 func (t *mcpTools) openPR(ctx context.Context, in OpenPRInput) (*WriteOutput, error) {
-	if in.Head == "" || strings.TrimSpace(in.Title) == "" {
-		return nil, errors.New("head and title are required")
+	if strings.TrimSpace(in.Title) == "" {
+		return nil, errors.New("title is required")
 	}
-	if in.Base == "" {
-		in.Base = "main"
+	if in.Head == "" {
+		tc, err := t.authorClaim(ctx)
+		if err != nil {
+			return nil, err
+		}
+		in.Head = claim.WorkBranch(tc.Namespace, tc.Name)
 	}
 	wt, err := t.resolve(ctx, 0)
 	if err != nil {
@@ -682,8 +695,18 @@ func (t *mcpTools) openPR(ctx context.Context, in OpenPRInput) (*WriteOutput, er
 	if err != nil {
 		return nil, err
 	}
+	if in.Base == "" {
+		repo, _, err := sdk.GetRepo(wt.owner, wt.name)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s/%s: %w", wt.owner, wt.name, rr.typed(err))
+		}
+		in.Base = repo.DefaultBranch
+	}
 	pr, _, err := sdk.CreatePullRequest(wt.owner, wt.name, gitea.CreatePullRequestOption{Head: in.Head, Base: in.Base, Title: in.Title, Body: body})
 	if err != nil {
+		if _, resp, berr := sdk.GetRepoBranch(wt.owner, wt.name, in.Head); berr != nil && notFound(resp) {
+			return nil, fmt.Errorf("branch %s does not exist yet: commit to it first (write_file, or git push through the gateway), then open the pull request", in.Head)
+		}
 		return nil, rr.typed(err)
 	}
 	return &WriteOutput{Done: "opened", ID: pr.ID, URL: pr.HTMLURL, Number: pr.Index}, nil

@@ -75,7 +75,7 @@ var _ = Describe("kubectl fleet mcp", func() {
 			names = append(names, t.Name)
 		}
 		Expect(names).To(ConsistOf("inspect", "claim", "release", "complete", "comment", "review", "approve", "merge", "open_pr",
-			"read_issue", "read_pr", "read_diff", "read_file", "list_comments", "read_timeline", "search_issues"))
+			"write_file", "delete_file", "read_issue", "read_pr", "read_diff", "read_file", "list_comments", "read_timeline", "search_issues"))
 
 		By("inspecting neutral state")
 		isErr, out, text := a.call("inspect", map[string]any{"kind": "issue", "number": n})

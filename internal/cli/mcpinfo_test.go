@@ -70,6 +70,9 @@ func TestMCPServerDescribesItself(t *testing.T) {
 		"merge":    {destructive: true},
 		"open_pr":  {},
 
+		"write_file":  {destructive: true, idempotent: true},
+		"delete_file": {destructive: true, idempotent: true},
+
 		"read_issue":    {readOnly: true},
 		"read_pr":       {readOnly: true},
 		"read_diff":     {readOnly: true},

@@ -2,14 +2,18 @@ package quickstart_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 )
 
 // agent is an SDK client session with `kubectl fleet mcp`, started as a registered worker
@@ -122,4 +126,70 @@ func mcpRace() {
 func jsonString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// mcpCycle: four agents take issue 4 through a whole task cycle with their MCP tools
+// alone, as an agent without git or a shell would: the author claims it, commits a file
+// to its work branch (write_file) and opens the pull request; the reviewer, approver and
+// merger each claim the pull request right after the write before and do their one
+// write. Every step is timed; every claim ends Completed by its own work.
+func mcpCycle() {
+	const issue = 4
+	author, reviewer := startAgent("agent-author", "worker-1"), startAgent("agent-reviewer", "worker-2")
+	approver, merger := startAgent("agent-approver", "worker-3"), startAgent("agent-merger", "worker-4")
+	step := func(what string, a *agent, tool string, args map[string]any) map[string]any {
+		GinkgoHelper()
+		By(what)
+		start := time.Now()
+		isErr, out, text := a.call(tool, args)
+		AddReportEntry("MCP task cycle: "+what, time.Since(start).Round(time.Millisecond).String())
+		Expect(isErr).To(BeFalse(), "%s: %s", what, text)
+		return out
+	}
+	role := func(out map[string]any) any { return out["capability"].(map[string]any)["role"] }
+
+	out := step("the author claims issue 4", author, "claim", map[string]any{"kind": "issue", "number": issue})
+	Expect(role(out)).To(Equal("author"))
+	branch, _ := out["workBranch"].(string)
+	Expect(branch).To(HavePrefix("fleet/default/"))
+	out = step("the author commits a file to its work branch, without git", author, "write_file",
+		map[string]any{"path": "CHANGELOG.md", "content": "# Changelog\n\n- The fleet keeps a changelog.\n", "message": "Start the changelog"})
+	Expect(out).To(SatisfyAll(HaveKeyWithValue("done", "created"), HaveKeyWithValue("branch", branch), HaveKeyWithValue("startedBranch", true)))
+	out = step("the author opens the pull request from its work branch", author, "open_pr", map[string]any{"title": "Add a changelog"})
+	Expect(out).To(HaveKeyWithValue("done", "opened"))
+	pr := int64(out["number"].(float64))
+
+	out = step("the reviewer claims the pull request", reviewer, "claim", map[string]any{"kind": "pr", "number": pr})
+	Expect(role(out)).To(Equal("reviewer"))
+	step("the reviewer reviews", reviewer, "review", map[string]any{"body": "Reads well."})
+	out = step("the approver claims the pull request", approver, "claim", map[string]any{"kind": "pr", "number": pr})
+	Expect(role(out)).To(Equal("approver"))
+	step("the approver approves", approver, "approve", map[string]any{})
+	out = step("the merger claims the pull request", merger, "claim", map[string]any{"kind": "pr", "number": pr})
+	Expect(role(out)).To(Equal("merger"))
+	step("the merger merges", merger, "merge", map[string]any{"style": "merge"})
+
+	By("every claim of the cycle ended Completed by its own work, and Gitea holds the merged work")
+	roles := map[string]string{}
+	for _, tc := range taskClaims() {
+		if strings.HasPrefix(tc.Spec.Worker, "agent-") && tc.Spec.Worker != "agent-a" && tc.Spec.Worker != "agent-b" {
+			Expect(tc.Status.Phase).To(Equal(fleetv1alpha1.ClaimPhaseCompleted), "claim %s", tc.Name)
+			Expect(tc.Status.EndedReason).To(Equal("work_done"), "claim %s", tc.Name)
+			roles[tc.Spec.Worker] = tc.Status.Role
+		}
+	}
+	Expect(roles).To(Equal(map[string]string{"agent-author": "author", "agent-reviewer": "reviewer", "agent-approver": "approver", "agent-merger": "merger"}))
+	var pull struct {
+		Merged   bool                   `json:"merged"`
+		MergedBy struct{ Login string } `json:"merged_by"`
+	}
+	giteaGet(fmt.Sprintf("/repos/%s/pulls/%d", banner["FLEET_REPOSITORY"], pr), &pull)
+	Expect(pull.Merged).To(BeTrue())
+	Expect(pull.MergedBy.Login).To(Equal("worker-4"))
+	var file struct{ Path string }
+	giteaGet("/repos/"+banner["FLEET_REPOSITORY"]+"/contents/CHANGELOG.md?ref=main", &file)
+	Expect(file.Path).To(Equal("CHANGELOG.md"))
+	var is struct{ State string }
+	giteaGet(fmt.Sprintf("/repos/%s/issues/%d", banner["FLEET_REPOSITORY"], issue), &is)
+	Expect(is.State).To(Equal("closed"))
 }
