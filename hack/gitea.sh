@@ -156,25 +156,43 @@ ours() {
 	[[ -r /proc/$pid/cmdline ]] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "--work-path $RUN "
 }
 
+# gone reports whether pid no longer runs: no such process, or one that has exited and
+# awaits reaping (a zombie, which kill -0 still finds and whose cmdline is empty). The
+# server runs in its starter's process group, so a Ctrl-C in the terminal of `make run`
+# ends it before stop does; where init does not reap at once (a container's), it is a
+# zombie for a while, and an exiting process's cmdline is empty even before.
+gone() {
+	local pid=$1 state
+	kill -0 "$pid" 2>/dev/null || return 0
+	[[ -d /proc/$$ ]] || return 1 # no /proc to look in: it may still run
+	state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$pid/status" 2>/dev/null) || return 0
+	[[ -z $state || $state == Z || $state == X ]]
+}
+
 stop() {
 	local purge=${1:-}
 	if [[ -f $RUN/gitea.pid ]]; then
 		local pid
 		pid=$(cat "$RUN/gitea.pid")
-		if kill -0 "$pid" 2>/dev/null && ! ours "$pid"; then
-			log "stop: pid $pid from $RUN/gitea.pid is not this server; not signalling it"
-		elif kill -0 "$pid" 2>/dev/null; then
-			kill "$pid"
+		if ours "$pid"; then
+			kill "$pid" 2>/dev/null || true
 			local i
 			for i in $(seq 1 100); do
-				kill -0 "$pid" 2>/dev/null || break
+				gone "$pid" && break
 				sleep 0.1
 			done
-			if kill -0 "$pid" 2>/dev/null; then
+			if ! gone "$pid"; then
 				log "stop: pid $pid ignored SIGTERM for 10s; sending SIGKILL"
 				kill -9 "$pid" 2>/dev/null || true
 			fi
 			log "stop: gitea on port $PORT (pid $pid) stopped"
+		elif gone "$pid" || { sleep 0.5 && gone "$pid"; }; then
+			# Not ours to judge by its cmdline, but no longer running: it already stopped
+			# (a second look lets an exiting server finish becoming a zombie).
+			log "stop: gitea on port $PORT (pid $pid) had already exited"
+		else
+			# Alive and another program: the pid was reused. Never signal it.
+			log "stop: pid $pid from $RUN/gitea.pid is not this server; not signalling it"
 		fi
 		rm -f "$RUN/gitea.pid"
 	fi

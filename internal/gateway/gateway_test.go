@@ -87,9 +87,11 @@ var _ = Describe("Comments through the gateway", func() {
 		Eventually(func() []string { return eventNotes("WorkerRegistration", nsMain, loser.name) }).Should(
 			ContainElement(SatisfyAll(HavePrefix(gateway.ReasonRefused), ContainSubstring(claim.ReasonNoCapability))))
 
-		By("the loser cannot close or relabel the issue either")
-		expectRefused(loser.via(http.MethodPatch, apiPath("/issues/%d", n), map[string]string{"state": "closed"}), claim.ReasonNoCapability)
-		expectRefused(winner.via(http.MethodPatch, apiPath("/issues/%d", n), map[string]string{"state": "closed"}), claim.ReasonOperationNotPermitted)
+		By("neither can close the issue: no role may, and the refusal says what closes it")
+		closing := loser.via(http.MethodPatch, apiPath("/issues/%d", n), map[string]string{"state": "closed"})
+		expectRefused(closing, claim.ReasonEditIssueNotPermitted, winner.name, tc.Name)
+		Expect(closing.refusal.Message).To(ContainSubstring("Fixes #N"))
+		expectRefused(winner.via(http.MethodPatch, apiPath("/issues/%d", n), map[string]string{"state": "closed"}), claim.ReasonEditIssueNotPermitted)
 
 		By("refusals never write to Gitea")
 		Expect(commentCount(n)).To(Equal(before))
@@ -131,14 +133,15 @@ var _ = Describe("A reviewer capability", func() {
 		otherHead, err := srv.CommitFile(ctx, ownerToken, repo, "main", "other-"+testgitea.RandomHex(3), "x.txt", "x\n")
 		Expect(err).NotTo(HaveOccurred())
 
-		expectRefused(r.via(http.MethodPost, reviews, map[string]string{"event": "APPROVED", "commit_id": pr.HeadSHA, "body": "lgtm"}),
-			claim.ReasonOperationNotPermitted)
+		approving := r.via(http.MethodPost, reviews, map[string]string{"event": "APPROVED", "commit_id": pr.HeadSHA, "body": "lgtm"})
+		expectRefused(approving, claim.ReasonOperationNotPermitted)
+		Expect(approving.refusal.Message).To(ContainSubstring("approving a pull request is the approver's operation, not the reviewer's"))
 		expectRefused(r.via(http.MethodPost, apiPath("/pulls/%d/merge", pr.Number), map[string]string{"Do": "merge", "head_commit_id": pr.HeadSHA}),
 			claim.ReasonOperationNotPermitted)
 		expectRefused(r.via(http.MethodPost, reviews, map[string]string{"event": "COMMENT", "commit_id": otherHead, "body": "x"}),
 			claim.ReasonWrongHead)
 		expectRefused(r.via(http.MethodPost, reviews, map[string]string{"event": "PENDING", "commit_id": pr.HeadSHA}),
-			claim.ReasonOperationNotPermitted)
+			claim.ReasonReviewEventNotPermitted)
 
 		By("a review naming no commit is made at the bound head, as the gateway fills it in")
 		a := r.via(http.MethodPost, reviews, map[string]string{"event": "COMMENT", "body": "reviewed"})
