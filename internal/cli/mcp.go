@@ -193,7 +193,7 @@ func newMCPCommand(o *Options) *cobra.Command {
 	var httpFlags *mcpHTTPFlags
 	cmd := &cobra.Command{
 		Use:   "mcp [--worker NAME] [--gateway-url URL]",
-		Short: "Serve the worker commands as MCP tools over stdio",
+		Short: "Serve the worker commands as MCP tools over stdio, or over HTTP with --http",
 		Long: `Serve the worker's commands to an LLM agent as Model Context Protocol tools over
 stdin and stdout: inspect, claim, release, complete, the Gitea writes its capability
 permits, through the gateway (comment, review, approve, merge, open_pr), and reads of the
