@@ -119,7 +119,7 @@ func main() {
 	flag.DurationVar(&o.agentTimings.RenewDeadline, "agent-renew-deadline", hostagent.DefaultRenewDeadline, "How long the host agent keeps trying to renew before it stops acting for the host.")
 	flag.DurationVar(&o.agentTimings.RetryPeriod, "agent-retry-period", hostagent.DefaultRetryPeriod, "How often the host agent tries to acquire or renew its Lease.")
 	flag.DurationVar(&o.takeover, "apply-takeover-timeout", retirement.DefaultTakeoverTimeout,
-		"How long a plan's apply may go without its applier renewing its hold before another manager takes it over and completes the report from the rows.")
+		"How long a plan's apply may go without its applier renewing its hold before another manager takes it over and resumes it (or, where it cannot, completes the report from the rows).")
 	flag.IntVar(&o.pageRows, "plan-page-rows", retirement.PageMaxRows,
 		fmt.Sprintf("Rows per RetirementPlanPage, 1 to %d: fewer rows make smaller objects and more of them.", retirement.PageMaxRows))
 	flag.Func("install-manifests", "Folder of YAML manifests whose objects (namespaced ones too) are created in the embedded control plane after the project's own; repeatable. make run passes its local Gitea's gateway credentials here.", func(dir string) error {

@@ -449,10 +449,16 @@ type RetirementPlanStatus struct {
 	// applyProgress records the apply while it runs, so that exactly one applier writes
 	// rows and a crash, a failover or a lost final status write cannot lose the report.
 	// Before its first row write the applier records here, in one compare-and-swap write,
-	// that the apply started, who runs it and which rows it will write; only that writer
-	// writes rows, renewing renewedAt as it goes. A hold not renewed for the takeover
-	// timeout (60 s by default) is taken over by another reconcile, which writes no row
-	// and completes the report from what the rows show (reason ApplyInterrupted, rows not
+	// that the apply started, who runs it and which rows it will write, with the
+	// resourceVersion and fingerprint each row was read at; only that writer writes
+	// rows, renewing renewedAt as it goes. A hold not renewed for the takeover timeout
+	// (60 s by default) is taken over by another reconcile. On the row's own host the
+	// taker resumes the apply: it checks the approval again, reads the workflow fence and
+	// the rows afresh, and writes each remaining row only if its fingerprint is unchanged
+	// (else row_changed_since_plan), it is still a candidate and a new liveness probe
+	// shows it gone, guarded by compare-and-swap (reason ApplyResumed). Where it cannot resume (the
+	// stand-in of a lost host, an approval no longer honoured) it writes no row and
+	// completes the report from what the rows show (reason ApplyInterrupted, rows not
 	// retired preserved as apply_interrupted). Absent until an approved apply starts.
 	// +optional
 	ApplyProgress *ApplyProgress `json:"applyProgress,omitempty"`
@@ -467,6 +473,16 @@ const (
 // ReasonApplyInterrupted is used when the applier stopped before writing its report and a
 // takeover completed the report from the rows (Ready=False, Stalled=True, Applied=False).
 const ReasonApplyInterrupted = retirement.ConditionApplyInterrupted
+
+// ReasonApplyResumed is used when the applier stopped and a takeover on the rows' host
+// resumed the apply and went through every remaining row (Ready=True, Applied=True).
+const ReasonApplyResumed = retirement.ConditionApplyResumed
+
+// What a takeover did (status.applyProgress.takeover), defined in internal/retirement.
+const (
+	TakeoverResumed   = retirement.TakeoverResumed
+	TakeoverCompleted = retirement.TakeoverCompleted
+)
 
 // ApplyProgress is an apply's recorded intent and its single applier's hold on the plan.
 type ApplyProgress struct {
@@ -498,14 +514,19 @@ type ApplyProgress struct {
 	// +optional
 	IntendedCount int32 `json:"intendedCount"`
 
-	// intended names the rows the apply set out to write, sorted (at most the 2000 an
-	// approval names). Cleared when the report is written: retired and applyPreserved
-	// then name every one of them.
+	// intendedRows are the rows the apply set out to write, sorted by name (at most the
+	// 2000 an approval names), each with the resourceVersion and the fingerprint the
+	// applier read it at before recording its intent. The first applier's row writes are
+	// guarded by that resourceVersion. A takeover that resumes the apply writes a row
+	// only while its fingerprint still matches (else row_changed_since_plan), guarded by
+	// the resourceVersion it read it at. Either one, refused by a conflict, reads the row
+	// again and writes it again only if its fingerprint is still this one. Cleared when the report is written: retired and
+	// applyPreserved then name every one of them.
 	// +optional
-	// +listType=set
+	// +listType=map
+	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=2000
-	// +kubebuilder:validation:items:MaxLength=253
-	Intended []string `json:"intended,omitempty"`
+	IntendedRows []IntendedRow `json:"intendedRows,omitempty"`
 
 	// retiredSoFar is the number of rows the holder had retired at its last renewal.
 	// +optional
@@ -515,6 +536,38 @@ type ApplyProgress struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	TakenOverFrom string `json:"takenOverFrom,omitempty"`
+
+	// takeover says what the holder did with the apply it took over: Resumed (it wrote
+	// the remaining intended rows, each revalidated as the first applier would have) or
+	// Completed (it wrote no row and completed the report from what the rows show).
+	// Unset when nobody took the apply over.
+	// +optional
+	// +kubebuilder:validation:Enum=Resumed;Completed
+	Takeover string `json:"takeover,omitempty"`
+}
+
+// IntendedRow is one row an apply set out to write, as its applier read it.
+type IntendedRow struct {
+	// name is the registration's name (the worker identity).
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// resourceVersion is the registration's resourceVersion when the applier read it,
+	// right before it recorded its intent. The row's write carries it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	ResourceVersion string `json:"resourceVersion"`
+
+	// fingerprint is the row's own fingerprint when the applier read it ("sha256:" and
+	// 64 hex digits): every field the plan's fingerprints cover, and nothing else (not
+	// labels, conditions or the resourceVersion). A takeover that resumes the apply
+	// writes a row whose resourceVersion moved only while this still matches.
+	// +required
+	// +kubebuilder:validation:Pattern=`^sha256:[0-9a-f]{64}$`
+	Fingerprint string `json:"fingerprint"`
 }
 
 // RetirementPlan plans the retirement of stale worker registrations as a dry run, and

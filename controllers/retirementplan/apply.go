@@ -19,8 +19,8 @@ import (
 //   - retireRows (rows.go) writes the rows, each guarded by its resourceVersion, renewing
 //     the hold as it goes;
 //   - finish (report.go) writes the report, once and by the holder only, or records that
-//     this applier stood back for another. A takeover (settleApply, intent.go) ends there
-//     too.
+//     this applier stood back for another. A takeover (settleApply, intent.go), which
+//     resumes the apply through retireRows or completes its report, ends there too.
 
 // applyRun is what one apply attempt did.
 type applyRun struct {
@@ -81,7 +81,7 @@ func (r *HostPlanReconciler) apply(ctx context.Context, plan *fleetv1alpha1.Reti
 	if ok, why := r.stillApproved(ctx, plan); !ok {
 		return applyRun{report: failed("the approval is no longer honoured, nothing was retired: " + why), post: r.snapshot(ctx, plan.Namespace)}
 	}
-	hold, d, err := r.recordIntent(ctx, plan, decision.Retire)
+	hold, d, err := r.recordIntent(ctx, plan, decision.Retire, fresh.items)
 	switch {
 	case err != nil: // nothing was written; the next attempt starts afresh
 		return applyRun{halt: err}

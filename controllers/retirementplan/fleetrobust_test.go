@@ -170,15 +170,19 @@ var _ = Describe("RetirementPlan when a host's agent goes away after the fan-out
 		g.Stop()
 
 		By("an intent recorded by host G's agent, which then vanished, before any row write")
-		// Its last renewal is 56 s old; the suite's takeover timeout is the default 60 s, so
-		// the hold is still fresh when the approval lands and lapses moments later.
-		renewed := time.Now().Add(-56 * time.Second)
+		// Its last renewal is 116 s old; the suite's takeover timeout is the default 60 s,
+		// and the stand-in of a lost host waits twice that (the host's own agent would
+		// resume first), so the hold is still fresh for it when the approval lands and
+		// lapses moments later.
+		renewed := time.Now().Add(-retirement.StandInTakeoverTimeout(0) + 4*time.Second)
 		Eventually(func() error {
 			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(gPlan), gPlan); err != nil {
 				return err
 			}
 			gPlan.Status.ApplyProgress = &fleetv1alpha1.ApplyProgress{State: retirement.ApplyInProgress, Applier: "agent-gone",
-				StartedAt: metav1.NewTime(renewed), RenewedAt: metav1.NewMicroTime(renewed), IntendedCount: 1, Intended: []string{gDead.Name}}
+				StartedAt: metav1.NewTime(renewed), RenewedAt: metav1.NewMicroTime(renewed), IntendedCount: 1,
+				IntendedRows: []fleetv1alpha1.IntendedRow{{Name: gDead.Name, ResourceVersion: get(gDead).ResourceVersion,
+					Fingerprint: retirement.RowFingerprint(apiconv.Row(get(gDead)))}}}
 			return k8sClient.Status().Update(ctx, gPlan)
 		}).Should(Succeed())
 		Expect(approveBound(gitops(), p, fleetv1alpha1.ApprovalBindingCandidateSet)).To(Succeed())
@@ -189,6 +193,8 @@ var _ = Describe("RetirementPlan when a host's agent goes away after the fan-out
 		gPlan = hostPlan(p, hostG)
 		Expect(gPlan.Status.ApplyProgress.State).To(Equal(retirement.ApplyFinished))
 		Expect(gPlan.Status.ApplyProgress.TakenOverFrom).To(Equal("agent-gone"))
+		Expect(gPlan.Status.ApplyProgress.Takeover).To(Equal(fleetv1alpha1.TakeoverCompleted), "the stand-in cannot probe host G's processes, so it does not resume")
+		Expect(gPlan.Status.Message).To(ContainSubstring("not resumed"))
 		Expect(meta.FindStatusCondition(gPlan.Status.Conditions, "HostAgentLost")).To(BeNil(), "an apply in progress is completed, not closed")
 		Expect(meta.FindStatusCondition(gPlan.Status.Conditions, fleetv1alpha1.AppliedCondition).Reason).To(Equal(retirement.ConditionApplyInterrupted))
 		Expect(p.Status.RetiredCount).To(BeZero())

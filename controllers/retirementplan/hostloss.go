@@ -29,7 +29,9 @@ import (
 // condition, guarded by the resourceVersion read before the decision, so an agent that
 // came back and planned or recorded its intent first wins. An apply that recorded its
 // intent keeps its crash-safe report: the stand-in takes its hold over once it lapsed and
-// completes the report from the rows (settleApply), exactly as a returning agent would.
+// completes the report from the rows (settleApply). Unlike a returning agent it does not
+// resume the apply: it cannot probe the host's processes. So it waits twice the takeover
+// timeout (retirement.StandInTakeoverTimeout), and a returning agent takes over first.
 // The fleet plan only reads the condition.
 
 // eventHostAgentLost: a host plan was closed because its host's agent is gone.
@@ -95,7 +97,9 @@ func (r *HostPlanReconciler) reconcileLost(ctx context.Context, key types.Namesp
 		return ctrl.Result{RequeueAfter: max(verdict.RecheckAt.Sub(now), time.Second)}, nil
 	case retirement.LostHostSettleApply:
 		// Crash-safe as ever: wait out the hold, then complete the report from the rows.
-		run := r.settleApply(ctx, plan)
+		// The stand-in is not on the rows' host, so it cannot re-probe them: it does not
+		// resume.
+		run := r.settleApply(ctx, plan, false)
 		return r.finish(ctx, plan, run)
 	case retirement.LostHostClosePlan:
 		logger.Info("The host's agent is gone before planning; its rows are preserved", "detail", detail)

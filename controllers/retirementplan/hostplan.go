@@ -186,9 +186,9 @@ func (r *HostPlanReconciler) hostStep(ctx context.Context, plan *fleetv1alpha1.R
 	switch {
 	case ph.applying:
 		// An apply recorded as in progress: wait for its holder, or take over a lapsed
-		// hold and complete the report from the rows (intent.go). Nothing else touches
-		// such a plan.
-		run = r.settleApply(ctx, plan)
+		// hold and resume the apply on this host (intent.go). Nothing else touches such
+		// a plan.
+		run = r.settleApply(ctx, plan, true)
 	case plan.Status.Outcome != "" && plan.Status.Outcome != retirement.OutcomePlanned:
 		return ctrl.Result{}, nil
 	default:

@@ -19,13 +19,13 @@ import (
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 
-// The single-applier protocol (see internal/retirement/resume.go for why a takeover
-// completes the report instead of resuming the writes):
+// The single-applier protocol (see internal/retirement/resume.go):
 //
 //  1. After the fence read, the fresh authoritative read, DecideApply and the approver
 //     re-check, the applier records its intent in status.applyProgress (InProgress,
-//     applier, startedAt, renewedAt, intended rows) with one compare-and-swap write of the
-//     plan's status. Only the winner of that write writes rows.
+//     applier, startedAt, renewedAt, the intended rows with the resourceVersion each was
+//     read at) with one compare-and-swap write of the plan's status. Only the winner of
+//     that write writes rows.
 //  2. While writing it renews renewedAt (and retiredSoFar) by compare-and-swap, at the
 //     approver re-check cadence (at least three times per takeover timeout). A renewal,
 //     and the final report, are written only while the plan still shows this applier's
@@ -35,15 +35,20 @@ import (
 //  3. The report is written with the state Finished, in the same compare-and-swap.
 //  4. A reconcile that finds an apply in progress waits while its hold is fresh, and
 //     once the hold is older than the takeover timeout takes it over by
-//     compare-and-swap, reads every intended row from the API server, and completes the
-//     report from what the rows show (retirement.CompleteInterrupted). It writes no row.
+//     compare-and-swap. On the rows' host it resumes the apply (resume): approval,
+//     fence, a fresh read and plan, and for each remaining row its recorded
+//     resourceVersion, a new probe and a guarded write (retirement.DecideResume). The
+//     stand-in of a lost host, or a taker whose approval is no longer honoured, writes
+//     no row and completes the report from what the rows show
+//     (retirement.CompleteInterrupted).
 
 // Event reasons of the single-applier protocol.
 const (
 	// eventApplyInProgress: a reconcile found the apply held by another applier (or lost
 	// the race to record its intent) and wrote nothing.
 	eventApplyInProgress = "ApplyInProgress"
-	// eventApplyTakenOver: a reconcile took over a lapsed hold to complete the report.
+	// eventApplyTakenOver: a reconcile took over a lapsed hold, to resume the apply or to
+	// complete its report.
 	eventApplyTakenOver = "ApplyTakenOver"
 	// eventApplyHoldLost: a running apply found its hold taken over and stopped at once.
 	eventApplyHoldLost = "ApplyHoldLost"
@@ -93,12 +98,13 @@ func (r *HostPlanReconciler) takeoverTimeout() time.Duration {
 // another applier started (or finished) first, or the plan is no longer an approved
 // plan awaiting its apply.
 // model: apply.pml step A3 (the intent, guarded by the plan's resourceVersion)
-func (r *HostPlanReconciler) recordIntent(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, rows []retirement.Row) (*retirement.Hold, retirement.ApplierDecision, error) {
-	intended := make([]string, 0, len(rows))
+func (r *HostPlanReconciler) recordIntent(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, rows []retirement.Row,
+	items []fleetv1alpha1.WorkerRegistration) (*retirement.Hold, retirement.ApplierDecision, error) {
+	names := make([]string, 0, len(rows))
 	for _, row := range rows {
-		intended = append(intended, row.Name)
+		names = append(names, row.Name)
 	}
-	intended = retirement.NormalizeIdentities(intended)
+	intended := apiconv.IntendedRows(items, names) // each at the resourceVersion its write will carry
 	me := r.applierID()
 	for attempt := 1; ; attempt++ {
 		now := r.Clock.Now()
@@ -116,7 +122,7 @@ func (r *HostPlanReconciler) recordIntent(ctx context.Context, plan *fleetv1alph
 			StartedAt:     metav1.NewTime(now),
 			RenewedAt:     metav1.NewMicroTime(now),
 			IntendedCount: int32(len(intended)),
-			Intended:      intended,
+			IntendedRows:  intended,
 		}
 		err := r.Status().Update(ctx, plan)
 		if err == nil {
@@ -134,15 +140,22 @@ func (r *HostPlanReconciler) recordIntent(ctx context.Context, plan *fleetv1alph
 }
 
 // settleApply looks at a plan whose apply is in progress: it stands back while the hold
-// is fresh, and takes a lapsed hold over and completes the report from the rows, writing
-// no row. finish (report.go) then records either.
-// model: apply.pml steps A0 (wait for a fresh hold) and T1-T3 (take over a lapsed one,
-// read the rows, write the report; no row write)
-func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) applyRun {
+// is fresh, and takes a lapsed hold over. With resume (the agent of the rows' host) it
+// resumes the apply; otherwise (the stand-in of a lost host, which waits twice as long
+// so that a returning agent resumes first), or when the apply cannot be resumed, it
+// completes the report from the rows, writing no row. finish (report.go) then records either.
+// model: apply.pml steps A0 (wait for a fresh hold), T1 (take over a lapsed one), R1-R3
+// (resume) and T2-T3 (complete: read the rows, write the report; no row write)
+func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, resume bool) applyRun {
 	me, ref := r.applierID(), retiredBy(plan)
+	timeout := r.takeoverTimeout()
+	if !resume {
+		// The stand-in gives the host's own agent the time to come back and resume.
+		timeout = retirement.StandInTakeoverTimeout(timeout)
+	}
 	var from string
 	for attempt := 1; ; attempt++ {
-		d := retirement.DecideApplier(apiconv.Progress(plan.Status.ApplyProgress), me, r.Clock.Now(), r.takeoverTimeout())
+		d := retirement.DecideApplier(apiconv.Progress(plan.Status.ApplyProgress), me, r.Clock.Now(), timeout)
 		switch d.Action {
 		case retirement.ApplierWait:
 			return applyRun{stoodBack: &standing{stage: "wait", decision: d}}
@@ -168,9 +181,17 @@ func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha
 	progress := apiconv.Progress(plan.Status.ApplyProgress)
 	hold := progress.Hold()
 	takeoversTotal.Inc()
-	log.FromContext(ctx).Info("Took over an interrupted apply; completing its report from the rows", "applier", me, "from", from)
+	notResumed := "this agent is not on the rows' host, so it cannot probe their processes again"
+	if resume {
+		run, why := r.resume(ctx, plan, progress, &hold, from)
+		if why == "" {
+			return run
+		}
+		notResumed = why
+	}
+	log.FromContext(ctx).Info("Took over an interrupted apply; completing its report from the rows", "applier", me, "from", from, "notResumed", notResumed)
 	r.Recorder.Eventf(plan, nil, "Warning", eventApplyTakenOver, "Apply",
-		"Applier %s took over the apply held by %s, which stopped renewing it; the report is completed from the rows and no further row is written", me, from)
+		"Applier %s took over the apply held by %s, which stopped renewing it; it completes the report from the rows and writes no row: %s", me, from, notResumed)
 
 	items, err := r.listRegistrations(ctx, plan.Namespace)
 	if err != nil {
@@ -181,10 +202,62 @@ func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha
 		requested = a.WorkerIdentities
 	}
 	rep := retirement.CompleteInterrupted(retirement.Interrupted{
-		Progress:  progress,
-		Requested: requested,
-		PlanRef:   ref, // what the rows carry in retiredBy
-		Rows:      apiconv.Rows(items),
+		Progress:   progress,
+		Requested:  requested,
+		PlanRef:    ref, // what the rows carry in retiredBy
+		Rows:       apiconv.Rows(items),
+		NotResumed: notResumed,
 	})
 	return applyRun{report: rep, post: r.snapshotOf(plan.Namespace, items), hold: &hold}
+}
+
+// resume takes the remaining rows of an apply this agent took over through every check
+// the first applier made for them: the approval, the workflow fence read before a fresh
+// authoritative read, the plan computed from that read, each row's recorded
+// resourceVersion (retirement.DecideResume), and then the same row writes as an apply
+// (retireRows: a new liveness probe right before each write, guarded by that
+// resourceVersion, renewing the hold). It returns why it did not resume ("" when it
+// did, or halted): the caller then completes the report instead.
+// model: apply.pml steps R1 (approval, fence, authoritative read), R2 (DecideResume) and
+// R3 (the row writes, A5-A8, and the report, A9)
+func (r *HostPlanReconciler) resume(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, progress retirement.Progress, hold *retirement.Hold, from string) (applyRun, string) {
+	if ok, why := r.stillApproved(ctx, plan); !ok {
+		return applyRun{}, "the approval is no longer honoured (" + why + ")"
+	}
+	fence, err := r.Fence.Read(ctx, plan.Namespace)
+	if err != nil {
+		return applyRun{halt: fmt.Errorf("reading the workflow fence to resume the apply: %w", err)}, ""
+	}
+	fresh, err := r.assess(ctx, plan)
+	if err != nil {
+		return applyRun{halt: fmt.Errorf("reading the rows to resume the apply: %w", err)}, ""
+	}
+	var requested []string
+	if a := plan.Status.HostApproval; a != nil {
+		requested = a.WorkerIdentities
+	}
+	ref, me := retiredBy(plan), r.applierID()
+	d := retirement.DecideResume(retirement.Resumption{
+		Progress: progress, Requested: requested, PlanRef: ref,
+		Rows: apiconv.Rows(fresh.items), Versions: apiconv.Versions(fresh.items), Fresh: fresh.plan,
+	})
+	if !d.Resumable {
+		return applyRun{}, d.Detail
+	}
+	log.FromContext(ctx).Info("Took over an interrupted apply; resuming it", "applier", me, "from", from,
+		"retiredBefore", len(d.Retired), "toWrite", len(d.Retire), "preserved", len(d.Preserved))
+	r.Recorder.Eventf(plan, nil, "Warning", eventApplyTakenOver, "Apply",
+		"Applier %s took over the apply held by %s, which stopped renewing it, and resumes it: %d row(s) were retired before; %d remaining row(s) unchanged since they were read are probed again and written, %d kept",
+		me, from, len(d.Retired), len(d.Retire), len(d.Preserved))
+	w := r.retireRows(ctx, plan, ref, hold, fresh.items, d.Retire, fence)
+	if w.halt != nil {
+		return applyRun{halt: w.halt}, ""
+	}
+	preserved, interruption := w.preserved, ""
+	if w.stop != nil {
+		interruption = w.stop.interruption
+		preserved = append(preserved, retirement.UntouchedAssessments(d.Retire[w.stop.at:], w.stop.reason, interruption)...)
+	}
+	rep := retirement.SummarizeResume(d, w.retired, preserved, interruption, from, me)
+	return applyRun{report: rep, post: r.snapshot(ctx, plan.Namespace), hold: hold}, ""
 }

@@ -69,7 +69,13 @@ func (r *HostPlanReconciler) writeApplyStatus(ctx context.Context, plan *fleetv1
 		if hold != nil {
 			p := plan.Status.ApplyProgress
 			p.State, p.RenewedAt = retirement.ApplyFinished, metav1.NewMicroTime(now.Time)
-			p.RetiredSoFar, p.Intended = int32(rep.RetiredCount), nil
+			p.RetiredSoFar, p.IntendedRows = int32(rep.RetiredCount), nil
+			switch {
+			case rep.Resumed:
+				p.Takeover = retirement.TakeoverResumed
+			case rep.Recovered:
+				p.Takeover = retirement.TakeoverCompleted
+			}
 		}
 		err := r.Status().Update(ctx, plan)
 		if err == nil {

@@ -171,6 +171,67 @@ func reconcileUntilSettled(r *planReconcilers, p *fleetv1alpha1.RetirementPlan) 
 	return ctrl.Result{}
 }
 
+// expectResumedReport checks the report of an apply a takeover resumed on host plan p:
+// every intended row is retired (exactly retired, each carrying the fleet plan) or, for
+// the rows in changed, kept Active as row_changed_since_plan; the report reads as an
+// apply that went through every row, resumed by taker from from. It then checks that
+// fleet, p's fleet plan, aggregates the same truth.
+func expectResumedReport(p, fleet *fleetv1alpha1.RetirementPlan, rows []*fleetv1alpha1.WorkerRegistration, retired, changed []string, taker, from string) {
+	GinkgoHelper()
+	Expect(metav1.IsControlledBy(p, fleet)).To(BeTrue(), "%s is a host plan of %s", p.Name, fleet.Name)
+	s := p.Status
+	Expect(s.Outcome).To(Equal(fleetv1alpha1.OutcomeApplied))
+	Expect(s.Retired).To(Equal(retired), "the report names the rows retired before and after the takeover")
+	Expect(s.RetiredCount).To(BeEquivalentTo(len(retired)))
+	Expect(s.MutationPerformed).To(Equal(len(retired) > 0))
+	Expect(s.Success).To(HaveValue(BeTrue()), "every approved row was retired or kept with its reason")
+	Expect(s.ApplyComplete).To(HaveValue(BeTrue()))
+	expectReadiness(p, "True", "", fleetv1alpha1.ReasonApplyResumed)
+	expectApplied(p, metav1.ConditionTrue, fleetv1alpha1.ReasonApplyResumed)
+	Expect(s.Message).To(ContainSubstring(taker+" resumed the apply held by "+from), "the report says who resumed it")
+	Expect(s.ApplyProgress).NotTo(BeNil())
+	Expect(s.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateFinished))
+	Expect(s.ApplyProgress.Applier).To(Equal(taker))
+	Expect(s.ApplyProgress.TakenOverFrom).To(Equal(from))
+	Expect(s.ApplyProgress.Takeover).To(Equal(fleetv1alpha1.TakeoverResumed))
+	Expect(s.ApplyProgress.IntendedCount).To(BeEquivalentTo(len(rows)))
+	Expect(s.ApplyProgress.IntendedRows).To(BeEmpty(), "cleared once retired and applyPreserved name every intended row")
+
+	isRetired := map[string]bool{}
+	for _, n := range retired {
+		isRetired[n] = true
+	}
+	for _, wr := range rows {
+		cur := get(wr)
+		if isRetired[wr.Name] {
+			Expect(cur.Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired), wr.Name)
+			Expect(cur.Status.RetiredBy).To(Equal(fleet.Namespace+"/"+fleet.Name), "%s names the fleet plan the user approved", wr.Name)
+			continue
+		}
+		Expect(cur.Status.Phase).To(Equal(fleetv1alpha1.PhaseActive), "%s was not retired by anyone", wr.Name)
+		Expect(reasonOf(s.ApplyPreserved, wr.Name)).To(Equal(retirement.ReasonRowChangedSincePlan), wr.Name)
+	}
+	Expect(s.ApplyPreserved).To(HaveLen(len(changed)), "applyPreserved names exactly the rows written since the apply read them")
+	Expect(len(retired)+len(changed)).To(Equal(len(rows)), "every intended row is accounted for")
+
+	By("the fleet plan's aggregate reads as the resumed apply it is")
+	f := fleet.Status
+	Expect(f.Outcome).To(Equal(fleetv1alpha1.OutcomeApplied))
+	Expect(f.Retired).To(Equal(retired))
+	Expect(f.RetiredCount).To(BeEquivalentTo(len(retired)))
+	Expect(f.Success).To(HaveValue(BeTrue()))
+	Expect(f.ApplyComplete).To(HaveValue(BeTrue()))
+	expectReadiness(fleet, "True", "", fleetv1alpha1.ReasonApplyResumed)
+	expectApplied(fleet, metav1.ConditionTrue, fleetv1alpha1.ReasonApplyResumed)
+	Expect(f.ApplyPreserved).To(HaveLen(len(changed)))
+	for _, n := range changed {
+		Expect(reasonOf(f.ApplyPreserved, n)).To(Equal(retirement.ReasonRowChangedSincePlan), n)
+	}
+	Expect(f.Hosts).To(HaveLen(1))
+	Expect(f.Hosts[0].Outcome).To(Equal(fleetv1alpha1.OutcomeApplied))
+	Expect(f.Hosts[0].RetiredCount).To(BeEquivalentTo(len(retired)))
+}
+
 // expectInterruptedReport checks the report a takeover completed on host plan p:
 // exactly retired were retired, every other intended row is preserved as
 // apply_interrupted and still Active, and nothing reads as a success. It then checks that
@@ -196,7 +257,8 @@ func expectInterruptedReport(p, fleet *fleetv1alpha1.RetirementPlan, rows []*fle
 	Expect(s.ApplyProgress.Applier).To(Equal(taker))
 	Expect(s.ApplyProgress.TakenOverFrom).To(Equal(from))
 	Expect(s.ApplyProgress.IntendedCount).To(BeEquivalentTo(len(rows)))
-	Expect(s.ApplyProgress.Intended).To(BeEmpty(), "cleared once retired and applyPreserved name every intended row")
+	Expect(s.ApplyProgress.Takeover).To(Equal(fleetv1alpha1.TakeoverCompleted))
+	Expect(s.ApplyProgress.IntendedRows).To(BeEmpty(), "cleared once retired and applyPreserved name every intended row")
 
 	isRetired := map[string]bool{}
 	for _, n := range retired {
@@ -252,13 +314,13 @@ func waitFleetApplied(p *fleetv1alpha1.RetirementPlan) *fleetv1alpha1.Retirement
 // apply's single-applier protocol is checked on the host plan, and its aggregate on the
 // fleet plan.
 var _ = Describe("RetirementPlan apply across restarts: one applier, a report that survives", func() {
-	It("completes the report after the manager crashes between two row writes: "+
-		"a new manager takes over once the hold lapses, names exactly the retired rows, and writes no row", func() {
-		ns := newNamespace()
-		rows := deadRowsOf(ns)
-		p := newPlanObj(ns, "direct-restart")
-		Expect(k8sClient.Create(ctx, p)).To(Succeed())
-
+	// crashAfterTwoWrites starts manager A on plan p, approves p, and lets A crash right
+	// after its second row write: the host plan then shows A's recorded intent and two
+	// retired rows. approveIt approves p. It returns p, its host plan and the rows'
+	// resourceVersions then.
+	crashAfterTwoWrites := func(p *fleetv1alpha1.RetirementPlan, rows []*fleetv1alpha1.WorkerRegistration,
+		approveIt func(*fleetv1alpha1.RetirementPlan)) (*fleetv1alpha1.RetirementPlan, *fleetv1alpha1.RetirementPlan, map[string]string) {
+		GinkgoHelper()
 		By("manager A plans, is approved, and crashes right after its second row write")
 		crashed := make(chan struct{})
 		a := startPlanManager(p, "agent-a", 0, func(r *planReconcilers, l *writeLog) {
@@ -275,7 +337,7 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		p = waitOutcome(p, fleetv1alpha1.OutcomePlanned)
 		Expect(p.Status.CandidateWorkerIdentities).To(Equal(names(rows)))
 		hp := hostPlanOf(p)
-		Expect(approve(gitops(), p)).To(Succeed())
+		approveIt(p)
 		Eventually(crashed).Should(BeClosed())
 		a.Stop()
 		Expect(a.log.Written()).To(Equal([]string{"dead-1", "dead-2"}), "A wrote two rows and nothing after its crash")
@@ -287,11 +349,47 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		Expect(hp.Status.ApplyProgress).NotTo(BeNil(), "the intent was recorded before the first row write")
 		Expect(hp.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateInProgress))
 		Expect(hp.Status.ApplyProgress.Applier).To(Equal("agent-a"))
-		Expect(hp.Status.ApplyProgress.Intended).To(Equal(names(rows)))
 		Expect(hp.Status.ApplyProgress.IntendedCount).To(BeEquivalentTo(5))
+		versions := map[string]string{}
+		for _, wr := range rows {
+			versions[wr.Name] = get(wr).ResourceVersion
+		}
+		var intended []string
+		for _, ir := range hp.Status.ApplyProgress.IntendedRows {
+			intended = append(intended, ir.Name)
+			if ir.Name != "dead-1" && ir.Name != "dead-2" {
+				Expect(ir.ResourceVersion).To(Equal(versions[ir.Name]), "the intent records the resourceVersion %s was read at", ir.Name)
+			}
+		}
+		Expect(intended).To(Equal(names(rows)))
 		expectActive(rows[2:]...)
+		return p, hp, versions
+	}
 
-		By("manager B, a new applier with a short takeover timeout, takes over and completes the report")
+	It("resumes the apply after the manager crashes between two row writes: a new manager on the rows' host takes over "+
+		"once the hold lapses, re-probes and writes the remaining rows, writes nothing twice, and keeps a row changed since", func() {
+		ns := newNamespace()
+		rows := deadRowsOf(ns)
+		p := newPlanObj(ns, "direct-restart")
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		p, hp, versions := crashAfterTwoWrites(p, rows, func(p *fleetv1alpha1.RetirementPlan) { Expect(approve(gitops(), p)).To(Succeed()) })
+
+		By("while no manager runs, someone labels dead-3 (nothing the approval covers) and moves dead-4's heartbeat further back (it stays a stale orphan)")
+		Eventually(func() error {
+			cur := get(rows[2])
+			cur.Labels = map[string]string{"touched": "after-the-crash"}
+			return k8sClient.Update(ctx, cur)
+		}).Should(Succeed())
+		Eventually(func() error {
+			cur := get(rows[3])
+			hb := metav1.NewTime(time.Now().Add(-3 * time.Hour))
+			cur.Status.LastHeartbeatAt = &hb
+			return k8sClient.Status().Update(ctx, cur)
+		}).Should(Succeed())
+		Expect(get(rows[2]).ResourceVersion).NotTo(Equal(versions["dead-3"]))
+		expectActive(rows[3])
+
+		By("manager B, a new applier on the same host with a short takeover timeout, resumes the apply")
 		takeovers := counterValue("fleet_retirement_apply_takeovers_total", nil)
 		b := startPlanManager(p, "agent-b", 2*time.Second, nil) // it sees only the fleet plan
 		Eventually(func(g Gomega) {
@@ -300,28 +398,54 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 			g.Expect(hp.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateFinished))
 		}).Should(Succeed())
 		p = waitFleetApplied(p)
-		expectInterruptedReport(hp, p, rows, []string{"dead-1", "dead-2"}, "agent-b", "agent-a")
-		Expect(b.log.Reached()).To(BeEmpty(), "the takeover writes no row")
-		Expect(b.log.Written()).To(BeEmpty(), "the takeover writes no row")
-		Expect(b.recorder.count("Warning", "ApplyTakenOver")).To(Equal(1))
+		expectResumedReport(hp, p, rows, []string{"dead-1", "dead-2", "dead-3", "dead-5"}, []string{"dead-4"}, "agent-b", "agent-a")
+		Expect(b.log.Reached()).To(Equal([]string{"dead-3", "dead-5"}), "B probes and writes only the remaining rows the approval still describes")
+		Expect(b.log.Written()).To(Equal([]string{"dead-3", "dead-5"}))
+		for _, wr := range rows[:2] {
+			Expect(get(wr).ResourceVersion).To(Equal(versions[wr.Name]), "%s, retired by A, is not written again", wr.Name)
+		}
+		Expect(evidenceOf(hp.Status.ApplyPreserved, "dead-4")).To(HaveKeyWithValue("phase", fleetv1alpha1.PhaseActive))
 		Expect(b.recorder.countAbout(hp.Name, "Warning", "ApplyTakenOver")).To(Equal(1))
-		Expect(b.recorder.countAbout(hp.Name, "Warning", fleetv1alpha1.ReasonApplyInterrupted)).To(Equal(1))
-		Expect(b.recorder.countAbout(p.Name, "Warning", fleetv1alpha1.ReasonApplyInterrupted)).To(Equal(1))
+		Expect(b.recorder.countAbout(hp.Name, "Warning", fleetv1alpha1.ReasonApplyInterrupted)).To(Equal(0), "a resumed apply is not an interrupted one")
 		Expect(counterValue("fleet_retirement_apply_takeovers_total", nil)).To(Equal(takeovers + 1))
 
 		By("the finished plans stay as reported")
 		b.Stop()
 		Consistently(func(g Gomega) {
 			cur, curHost := getPlan(p), getPlan(hp)
-			g.Expect(cur.Status.Retired).To(Equal([]string{"dead-1", "dead-2"}))
 			g.Expect(cur.ResourceVersion).To(Equal(p.ResourceVersion))
-			g.Expect(curHost.Status.Retired).To(Equal([]string{"dead-1", "dead-2"}))
 			g.Expect(curHost.ResourceVersion).To(Equal(hp.ResourceVersion))
 		}, 2*time.Second, 200*time.Millisecond).Should(Succeed())
+		expectActive(rows[3])
+	})
+
+	It("does not resume when the approver lost the verb after the crash: the takeover writes no row and completes the report", func() {
+		ns := newNamespace()
+		rows := deadRowsOf(ns)
+		rb := bind(ns, "erin", "fleet-retirement-approver")
+		p := newPlanObj(ns, "direct-lapsed-restart")
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		p, hp, _ := crashAfterTwoWrites(p, rows, func(p *fleetv1alpha1.RetirementPlan) { approveEventually(impersonating("erin"), p) })
+
+		By("erin loses the approve verb while no manager runs")
+		Expect(k8sClient.Delete(ctx, rb)).To(Succeed())
+
+		By("manager B takes over and completes the report from the rows")
+		b := startPlanManager(p, "agent-b", 2*time.Second, nil)
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(hp), hp)).To(Succeed())
+			g.Expect(hp.Status.ApplyProgress).NotTo(BeNil())
+			g.Expect(hp.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateFinished))
+		}).Should(Succeed())
+		p = waitFleetApplied(p)
+		expectInterruptedReport(hp, p, rows, []string{"dead-1", "dead-2"}, "agent-b", "agent-a")
+		Expect(hp.Status.Message).To(ContainSubstring("it was not resumed: the approval is no longer honoured"))
+		Expect(b.log.Reached()).To(BeEmpty(), "the takeover writes no row")
+		Expect(b.recorder.countAbout(hp.Name, "Warning", fleetv1alpha1.ReasonApplyInterrupted)).To(Equal(1))
 		expectActive(rows[2:]...)
 	})
 
-	It("completes the report when every row was written but the final status write was lost", func() {
+	It("completes the report when every row was written but the final status write was lost, writing no row again", func() {
 		ns := newNamespace()
 		rows := deadRowsOf(ns)
 		p := newPlanObj(ns, "direct-lostreport")
@@ -372,9 +496,7 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		time.Sleep(first.RequeueAfter)
 		reconcileUntilSettled(b, p)
 		p, hp = getPlan(p), getPlan(hp)
-		expectInterruptedReport(hp, p, rows, names(rows), "agent-b", "agent-a")
-		Expect(hp.Status.ApplyPreserved).To(BeEmpty())
-		Expect(p.Status.ApplyPreserved).To(BeEmpty())
+		expectResumedReport(hp, p, rows, names(rows), nil, "agent-b", "agent-a")
 		Expect(bWrites.Reached()).To(BeEmpty(), "the takeover writes no row")
 		Expect(rec.count("Warning", "ApplyTakenOver")).To(Equal(1))
 	})

@@ -474,25 +474,37 @@ var _ = Describe("RetirementPlan approval and apply", func() {
 		expectActive(a)
 	})
 
-	It("preserves a row written between revalidation and its update as row_changed_since_plan", func() {
+	It("preserves a row changed between revalidation and its update as row_changed_since_plan, "+
+		"and writes again one whose change the approval does not cover", func() {
 		ns := newNamespace()
-		a, b := eligible(ns, "a"), eligible(ns, "b")
+		a, b, c := eligible(ns, "a"), eligible(ns, "b"), eligible(ns, "c")
 		p := newPlanObj(ns, "direct-cas")
 		Expect(k8sClient.Create(ctx, p)).To(Succeed())
 		r := newPlanReconciler(k8sClient, k8sClient, prober)
 		r.BeforeWrite = func(ctx context.Context, worker string) {
-			if worker == b.Name { // a concurrent writer touches b after the apply read it
+			switch worker { // a concurrent writer touches the row after the apply read it
+			case b.Name: // its heartbeat, which the approval covers
 				cur := get(b)
+				hb := metav1.NewTime(time.Now().Add(-3 * time.Hour))
+				cur.Status.LastHeartbeatAt = &hb
+				Expect(k8sClient.Status().Update(ctx, cur)).To(Succeed())
+			case c.Name: // a label and a condition message, which it does not
+				cur := get(c)
 				cur.Labels = map[string]string{"touched": "yes"}
 				Expect(k8sClient.Update(ctx, cur)).To(Succeed())
+				cur = get(c)
+				Expect(cur.Status.Conditions).NotTo(BeEmpty())
+				cur.Status.Conditions[0].Message = "rewritten by someone else"
+				Expect(k8sClient.Status().Update(ctx, cur)).To(Succeed())
 			}
 		}
 		p = reconcilePlan(r, p)
 		Expect(approve(gitops(), p)).To(Succeed())
 		p = reconcilePlan(r, p)
 		Expect(p.Status.Outcome).To(Equal("applied"))
-		Expect(p.Status.Retired).To(Equal([]string{a.Name}))
+		Expect(p.Status.Retired).To(Equal([]string{a.Name, c.Name}), "c was read again, is the row approved, and was probed and written again")
 		Expect(reasonOf(p.Status.ApplyPreserved, b.Name)).To(Equal("row_changed_since_plan"))
+		Expect(p.Status.ApplyPreserved).To(HaveLen(1))
 		expectActive(b)
 	})
 

@@ -93,22 +93,10 @@ func (r *HostPlanReconciler) retireRows(ctx context.Context, plan *fleetv1alpha1
 			return stop(i, retirement.ReasonExternalFenceMoved,
 				retirement.ReasonExternalFenceMoved+": a task claim was acquired during apply; the remaining rows were left untouched")
 		}
-		wr := byName[row.Name].DeepCopy() // carries the resourceVersion just read
-		var reprobe *retirement.Probe
-		if r.Reprober != nil {
-			p := probe(ctx, r.Reprober, wr)
-			reprobe = &p
-		}
-		// model: apply.pml step A7 (liveness re-probe)
-		if ok, reason, detail := retirement.RecheckBeforeWrite(row, reprobe, r.Host); !ok {
-			run.preserved = append(run.preserved, retirement.Assessment{WorkerIdentity: row.Name, ReasonCode: reason, Detail: detail})
-			continue
-		}
-		// model: apply.pml step A8 (write guarded by the row resourceVersion)
-		switch err := r.retire(ctx, plan, ref, wr); {
-		case apierrors.IsConflict(err):
-			run.preserved = append(run.preserved, retirement.Assessment{WorkerIdentity: row.Name, ReasonCode: retirement.ReasonRowChangedSincePlan,
-				Detail: "the registration changed after it was read, so the guarded write was refused"})
+		kept, err := r.probeAndRetire(ctx, plan, ref, row, byName[row.Name].DeepCopy())
+		switch {
+		case kept != nil:
+			run.preserved = append(run.preserved, *kept)
 		case err != nil:
 			return stop(i, retirement.OutcomeTransactionFailed, fmt.Sprintf("writing %s failed: %v", row.Name, err))
 		default:
@@ -122,6 +110,46 @@ func (r *HostPlanReconciler) retireRows(ctx context.Context, plan *fleetv1alpha1
 		}
 	}
 	return run
+}
+
+// probeAndRetire probes row's process again and writes it as Retired, guarded by the
+// resourceVersion wr carries. It returns the assessment of a row it kept (alive again, or
+// changed since it was read) or the error of a failed write.
+//
+// A conflict whose re-read shows the row with the fingerprint it was read at (a write
+// that changed nothing the approval covers: the coordinator marking a host's rows while
+// the host had no agent, or the agent marking them back) is not a change of the row:
+// the row is probed and written again, guarded by the new resourceVersion, up to
+// maxCASAttempts times. Any other change keeps it as row_changed_since_plan.
+func (r *HostPlanReconciler) probeAndRetire(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, ref string, row retirement.Row,
+	wr *fleetv1alpha1.WorkerRegistration) (*retirement.Assessment, error) {
+	approved := retirement.RowFingerprint(apiconv.Row(wr))
+	for attempt := 1; ; attempt++ {
+		var reprobe *retirement.Probe
+		if r.Reprober != nil {
+			p := probe(ctx, r.Reprober, wr)
+			reprobe = &p
+		}
+		// model: apply.pml step A7 (liveness re-probe)
+		if ok, reason, detail := retirement.RecheckBeforeWrite(row, reprobe, r.Host); !ok {
+			return &retirement.Assessment{WorkerIdentity: row.Name, ReasonCode: reason, Detail: detail}, nil
+		}
+		// model: apply.pml step A8 (write guarded by the row resourceVersion)
+		err := r.retire(ctx, plan, ref, wr)
+		if !apierrors.IsConflict(err) {
+			return nil, err
+		}
+		changed := &retirement.Assessment{WorkerIdentity: row.Name, ReasonCode: retirement.ReasonRowChangedSincePlan,
+			Detail: "the registration changed after it was read, so the guarded write was refused"}
+		if attempt == maxCASAttempts {
+			return changed, nil
+		}
+		cur := &fleetv1alpha1.WorkerRegistration{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(wr), cur); err != nil || retirement.RowFingerprint(apiconv.Row(cur)) != approved {
+			return changed, nil
+		}
+		wr = cur
+	}
 }
 
 // retire writes one row as Retired, guarded by the resourceVersion it was read at. Its

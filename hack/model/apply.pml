@@ -2,8 +2,10 @@
  * apply.pml: the per-row apply of an approved RetirementPlan, as
  * controllers/retirementplan/apply.go implements it with the decisions of
  * internal/retirement, extended with the single-applier progress record (steps A3, A5,
- * A8, T1-T3: applyProgress in the plan status). docs/protocols.md explains the steps, the
- * scope and the assumptions; the step names appear as "model:" comments in the Go code.
+ * A8, T1-T3: applyProgress in the plan status) and the takeover that resumes an apply
+ * (R1-R2, then the row steps A5-A8 and the report A9). docs/protocols.md explains the
+ * steps, the scope and the assumptions; the step names appear as "model:" comments in the
+ * Go code.
  *
  * Scope: NR registrations (rows), approved as the candidate set of one plan; two
  * appliers (manager instances, or one instance before and after a restart), each of which
@@ -19,6 +21,12 @@
  *                          rows (what the timeout must rule out)
  *   MUTANT_LOST_NO_CAS     the stand-in for a lost host's agent closes the plan without the
  *                          resourceVersion guard
+ *   MUTANT_RESUME_NO_REVALIDATE a takeover resumes the apply without revalidating the
+ *                          remaining rows: no check of the resourceVersion the intent
+ *                          recorded, of liveness or of claims, and no re-probe
+ *   MUTANT_RESUME_NO_VERSION a takeover resumes the apply revalidating everything but
+ *                          what the intent recorded of each row (its writes carry the
+ *                          resourceVersion it read itself)
  */
 
 #define NR 3
@@ -29,6 +37,9 @@
 #ifndef MAXCRASH
 #define MAXCRASH 1
 #endif
+#ifndef MAXTAKE
+#define MAXTAKE 2
+#endif
 #ifndef RENEW_EVERY
 #define RENEW_EVERY 2
 #endif
@@ -36,6 +47,8 @@
 /* ---- registrations (WorkerRegistration) ---- */
 bool retired[NR];     /* status.phase Retired, status.retiredBy this plan (nothing else retires here) */
 bool rmoved[NA*NR];   /* row r's resourceVersion moved since applier a's authoritative read: [a*NR+r] */
+bool imoved[NR];      /* row r changed since the intent recorded it (its fingerprint; every
+                         resourceVersion move here is a change) */
 bool alive[NR];       /* the registered process runs */
 bool claimobj[NR];    /* the worker has a TaskClaim that is not final (a workflow owner) */
 bool bumped[NR];      /* ... and that claim moved the workflow fence (it is acquiring) */
@@ -56,15 +69,13 @@ bool pmoved[NA+1];    /* the plan's resourceVersion moved since applier a read i
 
 /* ---- appliers ---- */
 byte crashes;
+byte takes;           /* takeovers so far (T1) */
 byte inc[NA];         /* current incarnation of applier a: its id is a*2+inc+1 */
 bool dead[NA*2];      /* incarnation id-1 has crashed */
 bool inwin[NA];       /* applier a may write a row before its next renewal (assumption A-T) */
 
-/* ---- ghosts ---- */
-byte rowwriter;       /* the applier incarnation that wrote rows */
-
 #define PLAN_MOVED pmoved[0] = true; pmoved[1] = true; pmoved[NA] = true
-#define ROW_MOVED(r) rmoved[r] = true; rmoved[NR+r] = true
+#define ROW_MOVED(r) rmoved[r] = true; rmoved[NR+r] = true; imoved[r] = true
 
 /* P5 the report never claims a row that was not retired (P5a) and never omits one that
  * was (P5b), from the moment it is written on. */
@@ -83,11 +94,17 @@ proctype Applier(byte a) {
 	bool done[NR];        /* the rows this applier retired (its report) */
 	bool ok;
 	bool ob;              /* the row's worker had moved the fence before this row's check */
+#ifdef MUTANT_RESUME_NO_REVALIDATE
+	bool resumed;         /* this applier resumes an apply it took over (R1-R2) */
+#endif
 start:
 	id = a*2 + inc[a] + 1;
 top:
 	atomic {
 		r = 0; n = 0; ok = false; ob = false;
+#ifdef MUTANT_RESUME_NO_REVALIDATE
+		resumed = false;
+#endif
 		cand[0] = false; cand[1] = false; cand[2] = false;
 		done[0] = false; done[1] = false; done[2] = false;
 		inwin[a] = false;
@@ -130,8 +147,8 @@ top:
 	/* (stillApproved: the approver check, not modelled) */
 #ifndef MUTANT_NO_INTENT_CAS
 	/* A3: the intent, a status write guarded by the plan's resourceVersion:
-	 * applyProgress {InProgress, this applier, startedAt, renewedAt, intended rows}. Only
-	 * the winner writes rows. */
+	 * applyProgress {InProgress, this applier, startedAt, renewedAt, intended rows, each
+	 * with the resourceVersion of the authoritative read}. Only the winner writes rows. */
 	atomic {
 		if
 		ABORT
@@ -139,14 +156,20 @@ top:
 		:: else ->
 			pstate = S_INPROG; pholder = id; pstale = false;
 			intended[0] = cand[0]; intended[1] = cand[1]; intended[2] = cand[2];
+			imoved[0] = rmoved[a*NR]; imoved[1] = rmoved[a*NR+1]; imoved[2] = rmoved[a*NR+2];
 			PLAN_MOVED; inwin[a] = true
 		fi
 	}
 #endif
 	r = 0;
+rows:
 	do
 	:: r == NR -> break
 	:: r < NR ->
+		if
+		:: !cand[r] -> goto nextrow   /* a resumed apply writes only the rows DecideResume kept */
+		:: else -> skip
+		fi;
 #ifndef MUTANT_NO_INTENT_CAS
 		if
 		:: n == RENEW_EVERY ->
@@ -175,7 +198,11 @@ top:
 			pw[a*NR+r] = true;
 #ifndef MUTANT_NO_REPROBE
 			if
+#ifndef MUTANT_RESUME_NO_REVALIDATE
 			:: alive[r] -> pw[a*NR+r] = false; goto nextrow      /* pid_alive: preserved */
+#else
+			:: alive[r] && !resumed -> pw[a*NR+r] = false; goto nextrow
+#endif
 			:: else -> skip
 			fi
 #endif
@@ -194,13 +221,17 @@ top:
 				 * read is no candidate (A2); one whose acquisition moved the fence before
 				 * this row's check stops the apply (A6) */
 				assert(!ob);
-				/* P3 one applier writes the rows of a plan */
-				assert(rowwriter == 0 || rowwriter == id);
+				/* P3 (one writer at a time) is P4 below: a takeover that resumes the
+				 * apply writes rows after the applier it took over from, never while that
+				 * one may still write */
+				/* P6 a row is written only as the intent recorded it: unchanged since */
+				assert(!imoved[r]);
+				/* P7 nothing is written twice */
+				assert(!retired[r]);
 #ifndef MUTANT_NO_INTENT_CAS
 				/* P4 only the holder of the intent writes rows */
 				assert(pholder == id && pstate == S_INPROG);
 #endif
-				rowwriter = id;
 				retired[r] = true; ROW_MOVED(r); done[r] = true; n++
 			fi;
 			ob = false
@@ -261,9 +292,45 @@ takeover:
 		if
 		ABORT
 		:: pmoved[a] -> goto top
-		:: else -> pholder = id; pstale = false; PLAN_MOVED
+		:: else -> pholder = id; pstale = false; PLAN_MOVED; inwin[a] = true; takes++
 		fi
 	}
+	/* The approval is judged again (stillApproved, not modelled): no longer honoured, the
+	 * taker completes the report instead (T2-T3). */
+	if
+	:: true -> inwin[a] = false; goto complete
+	:: true -> skip
+	fi;
+	/* R1: read the workflow fence, before the authoritative read */
+	atomic { if ABORT :: true -> fmoved[a] = false fi }
+	/* R2: the authoritative read of the rows and the task claims, a liveness probe of each,
+	 * and retirement.DecideResume: an intended row retired by this plan counts as retired;
+	 * any other is written only if unchanged since the intent recorded it (else
+	 * row_changed_since_plan) and still a candidate (not alive, no claim); its write
+	 * carries that resourceVersion. */
+	atomic {
+		if
+		ABORT
+		:: true ->
+			for (r : 0 .. NR-1) {
+				rmoved[a*NR+r] = false;
+				done[r] = intended[r] && retired[r];
+#ifndef MUTANT_RESUME_NO_REVALIDATE
+#ifndef MUTANT_RESUME_NO_VERSION
+				cand[r] = intended[r] && !retired[r] && !imoved[r] && !alive[r] && !claimobj[r]
+#else
+				cand[r] = intended[r] && !retired[r] && !alive[r] && !claimobj[r]
+#endif
+#else
+				cand[r] = intended[r] && !retired[r]; resumed = true
+#endif
+			}
+			r = 0
+		fi
+	}
+	goto rows;
+
+complete:
 	/* T2: re-read the rows: retired are the intended rows whose retiredBy is this plan. It
 	 * writes no row. */
 	atomic {
@@ -303,8 +370,9 @@ out:
 #define EVENTS(r) \
 	/* the row's process runs again (never between a re-probe and its write: A-L) */ \
 	:: atomic { events < NEV && !alive[r] && !pw[r] && !pw[NR+r] -> alive[r] = true; events++ } \
-	/* a live worker heartbeats: its row's resourceVersion moves */ \
-	:: atomic { events < NEV && alive[r] -> ROW_MOVED(r); events++ } \
+	/* a live worker heartbeats, or someone edits a row (a label): its resourceVersion \
+	 * moves, and a dead row stays a candidate */ \
+	:: atomic { events < NEV && !retired[r] -> ROW_MOVED(r); events++ } \
 	/* the worker creates a TaskClaim: a workflow owner from now on */ \
 	:: atomic { events < NEV && !claimobj[r] -> claimobj[r] = true; events++ } \
 	/* the claim reaches its claim step and moves the fence (workflowfence.Fence.Bump) */ \
@@ -323,7 +391,7 @@ proctype Workers() {
  * row before its next renewal (assumption A-T). */
 proctype Clock() {
 	do
-	:: atomic { pstate == S_INPROG && !pstale && pholder != 0 &&
+	:: atomic { pstate == S_INPROG && !pstale && pholder != 0 && takes < MAXTAKE &&
 #ifndef MUTANT_TAKEOVER_EARLY
 	            (dead[pholder-1] || !inwin[(pholder-1)/2]) &&
 #endif

@@ -47,9 +47,9 @@ memlim=${MODEL_MEMLIM:-10240}
 cases=(
 	"claim-live               |claim.pml|pass|liveness|live  |-DNO_OUTSIDER -DLIVE"
 	"claim-outside-writer     |claim.pml|pass|safety  |safety|"
+	"apply                    |apply.pml|pass|safety  |report|"
 	"claim                    |claim.pml|pass|safety  |safety|-DNO_OUTSIDER"
 	"claim-one-target         |claim.pml|pass|safety  |safety|-DNO_OUTSIDER -DTGT2=0"
-	"apply                    |apply.pml|pass|safety  |report|"
 	"claim-no-readback        |claim.pml|fail|safety  |safety|-DMUTANT_NO_READBACK"
 	"claim-no-content-version |claim.pml|fail|safety  |safety|-DNO_OUTSIDER -DMUTANT_NO_CONTENT_VERSION"
 	"claim-main-end-order     |claim.pml|fail|safety  |safety|-DNO_OUTSIDER -DMAIN_END_ORDER"
@@ -58,6 +58,8 @@ cases=(
 	"apply-fence-after-read   |apply.pml|fail|safety  |report|-DMUTANT_FENCE_AFTER_READ"
 	"apply-takeover-early     |apply.pml|fail|safety  |report|-DMUTANT_TAKEOVER_EARLY"
 	"apply-lost-no-cas        |apply.pml|fail|safety  |report|-DMUTANT_LOST_NO_CAS"
+	"apply-resume-no-revalidate|apply.pml|fail|safety |report|-DMUTANT_RESUME_NO_REVALIDATE"
+	"apply-resume-no-version  |apply.pml|fail|safety  |report|-DMUTANT_RESUME_NO_VERSION"
 )
 
 trim() { local s=$1; s=${s#"${s%%[![:space:]]*}"}; s=${s%"${s##*[![:space:]]}"}; printf '%s' "$s"; }

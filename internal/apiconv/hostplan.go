@@ -41,7 +41,8 @@ func HostShare(entry fleetv1alpha1.HostPlanStatus, child *fleetv1alpha1.Retireme
 		sh.Apply = &retirement.HostApply{
 			Outcome: s.Outcome, Retired: s.Retired, RetiredCount: int(s.RetiredCount), Preserved: AssessmentsOf(s.ApplyPreserved),
 			MutationPerformed: s.MutationPerformed, Complete: s.ApplyComplete, Message: s.Message,
-			Recovered: s.ApplyProgress != nil && s.ApplyProgress.TakenOverFrom != "" && s.ApplyProgress.State == retirement.ApplyFinished,
+			Recovered: takenOver(s.ApplyProgress) && s.ApplyProgress.Takeover != retirement.TakeoverResumed,
+			Resumed:   takenOver(s.ApplyProgress) && s.ApplyProgress.Takeover == retirement.TakeoverResumed,
 		}
 	}
 	return sh
@@ -73,4 +74,9 @@ func PageVerdicts(page *fleetv1alpha1.RetirementPlanPage) []retirement.Assessmen
 		own[i] = retirement.Assessment{WorkerIdentity: r.WorkerIdentity, ReasonCode: r.ReasonCode, Detail: r.Detail, Evidence: r.Evidence}
 	}
 	return retirement.ExpandPage(shared, own)
+}
+
+// takenOver says whether a finished apply was taken over from an applier that stopped.
+func takenOver(p *fleetv1alpha1.ApplyProgress) bool {
+	return p != nil && p.TakenOverFrom != "" && p.State == retirement.ApplyFinished
 }

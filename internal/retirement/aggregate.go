@@ -54,6 +54,9 @@ type HostApply struct {
 	// Recovered is true when the host plan's applier stopped before its report and a
 	// takeover completed the report from the rows (Applied reason ApplyInterrupted).
 	Recovered bool
+	// Resumed is true when a takeover on the host resumed the host plan's apply
+	// (Applied reason ApplyResumed, or ApplyPartial if the resumption stopped early).
+	Resumed bool
 }
 
 // FleetPlan is a fleet plan's status, aggregated from its host plans.
@@ -152,7 +155,8 @@ var failureRank = map[string]int{
 // outcome (transaction_failed, registry_revision_moved, candidate_set_moved, applied,
 // already_retired, nothing_requested). A host plan whose report a takeover completed
 // from the rows makes the fleet report Recovered as well, so the fleet plan reads as an
-// interrupted apply (reason ApplyInterrupted), never a success nor complete. message
+// interrupted apply (reason ApplyInterrupted), never a success nor complete; one whose
+// apply a takeover resumed makes it Resumed (reason ApplyResumed when clean). message
 // explains it: a single host plan's own message, or one line per host.
 func AggregateApply(hosts []HostShare) (rep ApplyReport, message string, done bool) {
 	if len(hosts) == 0 {
@@ -170,6 +174,7 @@ func AggregateApply(hosts []HostShare) (rep ApplyReport, message string, done bo
 		rep.Preserved = append(rep.Preserved, a.Preserved...)
 		rep.MutationPerformed = rep.MutationPerformed || a.MutationPerformed
 		rep.Recovered = rep.Recovered || a.Recovered
+		rep.Resumed = rep.Resumed || a.Resumed
 		switch {
 		case a.Outcome == OutcomeApplied && (a.Complete == nil || *a.Complete):
 		case a.Outcome == OutcomeAlreadyRetired || a.Outcome == OutcomeNothingRequested:

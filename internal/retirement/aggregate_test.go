@@ -189,6 +189,9 @@ func TestAggregateApply(t *testing.T) {
 		{"one taken over after a crash", []HostShare{applied("A", OutcomeApplied, &yes, "a"), recovered(applied("B", OutcomeApplied, &no, "b"))}, OutcomeApplied, true, []string{"a", "b"}, ConditionApplyInterrupted},
 		{"the only host taken over", []HostShare{recovered(applied("A", OutcomeApplied, &no, "a"))}, OutcomeApplied, true, []string{"a"}, ConditionApplyInterrupted},
 		{"taken over before any row", []HostShare{applied("A", OutcomeNothingRequested, nil), recovered(applied("B", OutcomeTransactionFailed, nil))}, OutcomeTransactionFailed, false, nil, ConditionApplyInterrupted},
+		{"one resumed after a crash", []HostShare{applied("A", OutcomeApplied, &yes, "a"), resumed(applied("B", OutcomeApplied, &yes, "b"))}, OutcomeApplied, false, []string{"a", "b"}, ConditionApplyResumed},
+		{"one resumed, another taken over without resuming", []HostShare{resumed(applied("A", OutcomeApplied, &yes, "a")), recovered(applied("B", OutcomeApplied, &no, "b"))}, OutcomeApplied, true, []string{"a", "b"}, ConditionApplyInterrupted},
+		{"a resumption that stopped early is partial", []HostShare{resumed(applied("A", OutcomeApplied, &no, "a"))}, OutcomeApplied, true, []string{"a"}, ConditionApplyPartial},
 	}
 	for _, tc := range tests {
 		rep, msg, done := AggregateApply(tc.hosts)
@@ -202,7 +205,7 @@ func TestAggregateApply(t *testing.T) {
 		if tc.reason == ConditionApplyInterrupted && (v.Complete == nil || *v.Complete) {
 			t.Errorf("%s: an interrupted fleet apply reads as complete", tc.name)
 		}
-		if v.Success != (tc.reason == ConditionApplySucceeded || tc.reason == ConditionNothingToApply || tc.reason == ConditionApplyRefused) {
+		if v.Success != (tc.reason == ConditionApplySucceeded || tc.reason == ConditionApplyResumed || tc.reason == ConditionNothingToApply || tc.reason == ConditionApplyRefused) {
 			t.Errorf("%s: success %v", tc.name, v.Success)
 		}
 		if len(tc.hosts) == 1 && msg != tc.hosts[0].Apply.Message {
@@ -220,6 +223,12 @@ func TestAggregateApply(t *testing.T) {
 // recovered marks a host plan's report as completed by a takeover.
 func recovered(h HostShare) HostShare {
 	h.Apply.Recovered = true
+	return h
+}
+
+// resumed marks a host plan's apply as resumed by a takeover.
+func resumed(h HostShare) HostShare {
+	h.Apply.Resumed = true
 	return h
 }
 

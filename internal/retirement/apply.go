@@ -334,6 +334,9 @@ type ApplyReport struct {
 	// takeover completed it from what the rows show (CompleteInterrupted). Such a report
 	// is Interrupted too.
 	Recovered bool
+	// Resumed is true when the applier stopped before writing its report and a takeover
+	// on the rows' host resumed the apply (DecideResume, SummarizeResume).
+	Resumed bool
 	// Detail explains an interruption or a stop.
 	Detail string
 }

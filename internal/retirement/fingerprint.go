@@ -34,6 +34,7 @@ import (
 const (
 	registryDomain  = "fleet.giteatools.dev/retirement/registry-fingerprint/v1"
 	candidateDomain = "fleet.giteatools.dev/retirement/candidate-fingerprint/v1"
+	rowDomain       = "fleet.giteatools.dev/retirement/row-fingerprint/v1"
 )
 
 // fingerprintFields is the authoritative field list, in encoding order.
@@ -293,4 +294,14 @@ func RegistryFingerprintBeforeSiblings(rows []Row, fleetPlanRef, hostID string) 
 		return RegistryFingerprint(rows)
 	}
 	return RegistryFingerprint(before)
+}
+
+// RowFingerprint returns "sha256:<hex>" over one row, in the encoding of the registry and
+// candidate fingerprints (every field an approval covers, nothing else: not the
+// resourceVersion, labels or conditions). An apply records it for each row it sets out
+// to write, so a takeover that resumes the apply can tell a row the approval still
+// describes from one that changed since.
+func RowFingerprint(r Row) string {
+	enc := encodeRows([]Row{r})
+	return enc.hash(rowDomain, nil, []int32{0})
 }

@@ -37,6 +37,9 @@ const (
 	// ConditionApplySucceeded: every requested row was retired or preserved, with no
 	// interruption.
 	ConditionApplySucceeded = "ApplySucceeded"
+	// ConditionApplyResumed: the applier stopped, and a takeover on the rows' host resumed
+	// the apply and went through every remaining row, each revalidated.
+	ConditionApplyResumed = "ApplyResumed"
 	// ConditionNothingToApply: every requested row was already retired, or nothing was
 	// requested; nothing needed writing.
 	ConditionNothingToApply = "NothingToApply"
@@ -117,8 +120,9 @@ type ApplyVerdict struct {
 	// Success is status.success: true only for a run that was not interrupted and did
 	// not fail (a partial apply is never a success, though its retired rows stay retired).
 	Success bool
-	// Complete is status.applyComplete: set for the applied outcome and for an
-	// interrupted apply whose report a takeover completed (always false then).
+	// Complete is status.applyComplete: set for the applied outcome (a resumed apply's
+	// included) and for an interrupted apply whose report a takeover completed (always
+	// false then).
 	Complete *bool
 	// Reason is one of the Condition* apply reasons.
 	Reason string
@@ -141,6 +145,9 @@ func JudgeApply(rep ApplyReport) ApplyVerdict {
 		v.Message = fmt.Sprintf("Interrupted apply: %d row(s) retired before the applier stopped; %s; see applyPreserved for the rest", rep.RetiredCount, rep.Detail)
 	case rep.Outcome == OutcomeTransactionFailed:
 		v.Reason, v.Message = ConditionApplyFailed, "Nothing was retired: "+rep.Detail
+	case rep.Resumed && rep.Outcome == OutcomeApplied && !rep.Interrupted:
+		v.Succeeded, v.Reason, v.Complete = true, ConditionApplyResumed, complete(true)
+		v.Message = fmt.Sprintf("Applied after a takeover: %d row(s) retired, %d requested row(s) preserved; %s", rep.RetiredCount, len(rep.Preserved), rep.Detail)
 	case rep.Outcome == OutcomeApplied && rep.Interrupted:
 		v.Reason, v.Complete = ConditionApplyPartial, complete(false)
 		v.Message = fmt.Sprintf("Partial apply: %d row(s) retired before the apply stopped (%s); see applyPreserved for the rest", rep.RetiredCount, rep.Detail)
@@ -154,7 +161,7 @@ func JudgeApply(rep ApplyReport) ApplyVerdict {
 		v.Reason = ConditionApplyRefused
 		v.Message = fmt.Sprintf("Nothing was written (%s): %s", rep.Outcome, rep.Detail)
 	}
-	v.Applied = v.Reason == ConditionApplySucceeded
+	v.Applied = v.Reason == ConditionApplySucceeded || v.Reason == ConditionApplyResumed
 	v.ApprovalOutdated = v.Reason == ConditionApplyRefused
 	return v
 }

@@ -11,16 +11,22 @@ import (
 // dies between two row writes (a crash, a failover, a lost final status write) cannot be
 // rolled back. Instead the plan records, in one compare-and-swap write of its status
 // before the first row write, that the apply started, who runs it and which rows it will
-// write (the intent). Only the writer of that intent writes rows. It renews its hold as
-// it goes; a hold not renewed within the takeover timeout may be taken over, and the
-// taker completes the report from what the rows show. It writes no row itself.
+// write, each with the resourceVersion it was read at (the intent). Only the holder of
+// that record writes rows. It renews its hold as it goes; a hold not renewed within the
+// takeover timeout may be taken over.
 //
-// Why complete rather than resume: resuming the writes would need every safety check of
-// the apply to be run again against a fresh plan (registry, candidate set, fence,
-// liveness, approver). The rows already retired moved the registry and the candidate
-// set, so that fresh plan no longer is the plan the approval names, and nothing
-// approved the rest of the writes under it. Completing is always truthful; the rows left
-// Active stay eligible for a new plan.
+// A takeover on the rows' own host resumes the apply (DecideResume): the approval is
+// judged again, the workflow fence and the rows are read afresh, and each remaining row
+// is written only if it is still the row the first applier read (its fingerprint, the
+// fields the approval covers; a row changed since is kept as row_changed_since_plan),
+// still a candidate of a plan computed from that fresh read, and shown gone by a new
+// liveness probe right before its write, which carries the resourceVersion of the fresh
+// read. A row this apply retired is counted and never written again. That is every
+// check the first applier made for that row; the registry and candidate fingerprints
+// are not compared again, because the rows already retired moved them, and the per-row
+// fingerprint is what they protected between the plan and the write. A takeover that cannot re-probe (the stand-in of a lost host's agent) or whose
+// approval is no longer honoured writes no row: it completes the report from what the
+// rows show (CompleteInterrupted).
 
 // Apply states (status.applyProgress.state).
 const (
@@ -54,7 +60,19 @@ type Progress struct {
 	RenewedAt time.Time
 	// Intended names the rows the applier set out to write, sorted.
 	Intended []string
+	// IntendedVersions and IntendedFingerprints are the resourceVersion and the
+	// RowFingerprint of each intended row when it was read before the intent was
+	// recorded, by name.
+	IntendedVersions, IntendedFingerprints map[string]string
 }
+
+// What a takeover did with the apply it took over (status.applyProgress.takeover).
+const (
+	// TakeoverResumed: the taker wrote the remaining intended rows, each revalidated.
+	TakeoverResumed = "Resumed"
+	// TakeoverCompleted: the taker wrote no row and completed the report from the rows.
+	TakeoverCompleted = "Completed"
+)
 
 // Applier actions: what a reconcile may do with a plan, given its recorded progress.
 const (
@@ -62,7 +80,8 @@ const (
 	ApplierStart = "Start"
 	// ApplierWait: an apply holds the plan and renewed recently; change nothing.
 	ApplierWait = "Wait"
-	// ApplierTakeOver: the apply's hold lapsed; take it over and complete the report.
+	// ApplierTakeOver: the apply's hold lapsed; take it over, and resume it or complete
+	// its report.
 	ApplierTakeOver = "TakeOver"
 	// ApplierDone: the report is written.
 	ApplierDone = "Done"
@@ -99,7 +118,7 @@ func DecideApplier(p Progress, me string, now time.Time, timeout time.Duration) 
 	}
 	holder := p.Applier
 	if holder == "" {
-		holder = "an unnamed applier"
+		holder = unnamedApplier
 	}
 	expires := p.RenewedAt.Add(timeout)
 	if now.Before(expires) {
@@ -140,6 +159,8 @@ type Interrupted struct {
 	Requested []string
 	PlanRef   string
 	Rows      []Row
+	// NotResumed says why the takeover did not resume the apply, when it could have.
+	NotResumed string
 }
 
 // CompleteInterrupted builds the report of an apply that stopped before writing it,
@@ -183,7 +204,7 @@ func CompleteInterrupted(in Interrupted) ApplyReport {
 	}
 	holder := in.Progress.Applier
 	if holder == "" {
-		holder = "an unnamed applier"
+		holder = unnamedApplier
 	}
 	rep := ApplyReport{
 		Retired:     retired,
@@ -192,6 +213,9 @@ func CompleteInterrupted(in Interrupted) ApplyReport {
 		Recovered:   true,
 		Detail: fmt.Sprintf("the apply held by %s stopped before writing its report (last renewed %s); the report was completed from the rows: %d of %d intended row(s) carry this plan's retirement",
 			holder, in.Progress.RenewedAt.UTC().Format(time.RFC3339), len(retired), len(intended)),
+	}
+	if in.NotResumed != "" {
+		rep.Detail += "; it was not resumed: " + in.NotResumed
 	}
 	rep.RetiredCount = len(rep.Retired)
 	rep.MutationPerformed = rep.RetiredCount > 0
@@ -222,4 +246,156 @@ func retiredByThisApply(r *Row, planRef string, started time.Time) (bool, string
 			at.UTC().Format(time.RFC3339), started.UTC().Format(time.RFC3339))
 	}
 	return true, ""
+}
+
+// Resumption is what a takeover on the rows' own host knows when it resumes an apply: the
+// recorded progress (the hold it took over, the intended rows and their
+// resourceVersions), the identities the approval requested, the plan's reference as rows
+// carry it in retiredBy, the rows read straight from the API server after the workflow
+// fence was read, with their resourceVersions by name, and the plan computed afresh from
+// that read (BuildPlan with the task claims listed after the fence read and a new
+// liveness probe of every row, narrowed to the host).
+type Resumption struct {
+	Progress  Progress
+	Requested []string
+	PlanRef   string
+	Rows      []Row
+	Versions  map[string]string
+	Fresh     Plan
+}
+
+// ResumeDecision is what a takeover may do with the remaining rows of an apply.
+type ResumeDecision struct {
+	// Resumable is false when the apply cannot be resumed (Detail says why): the
+	// takeover then completes the report from the rows instead.
+	Resumable bool
+	Detail    string
+	// Retired are the intended rows the apply retired before the takeover.
+	Retired []string
+	// Retire are the remaining rows to write, in identity order, as freshly read: each
+	// still at the resourceVersion recorded in the intent, and a candidate of the fresh
+	// plan. The caller still re-probes each right before its guarded write
+	// (RecheckBeforeWrite) and checks the fence between writes.
+	Retire []Row
+	// Preserved holds every other requested row with its reason.
+	Preserved []Assessment
+}
+
+// DecideResume decides what a takeover writes when it resumes an apply. An intended row
+// that carries this apply's retirement counts as retired (it is never written again).
+// Any other intended row is written only if it is still the row the first applier read:
+// the same resourceVersion, or a newer one with the same RowFingerprint (a write that
+// changed nothing the approval covers, such as a condition the coordinator set while
+// the host had no agent). A row deleted or changed since is kept as
+// row_changed_since_plan. It must also be a candidate of the fresh plan (else
+// not_in_candidate_set, with the fresh plan's reason in its evidence). A requested
+// identity the apply never intended to write stays not_in_candidate_set.
+//
+// The apply cannot be resumed when the intent does not record the resourceVersion and
+// fingerprint of every intended row: without them nothing shows that a row is still the
+// one approved.
+func DecideResume(in Resumption) ResumeDecision {
+	intended := NormalizeIdentities(in.Progress.Intended)
+	for _, id := range intended {
+		if in.Progress.IntendedVersions[id] == "" || in.Progress.IntendedFingerprints[id] == "" {
+			return ResumeDecision{Detail: fmt.Sprintf("the intent records no resourceVersion or fingerprint for %q, so nothing shows the row is still the one approved", id)}
+		}
+	}
+	byName := make(map[string]*Row, len(in.Rows))
+	for i := range in.Rows {
+		byName[in.Rows[i].Name] = &in.Rows[i]
+	}
+	candidates := make(map[string]bool, len(in.Fresh.Candidates))
+	for _, a := range in.Fresh.Candidates {
+		candidates[a.WorkerIdentity] = true
+	}
+	freshPreserved := make(map[string]Assessment, len(in.Fresh.Preserved))
+	for _, a := range in.Fresh.Preserved {
+		if _, dup := freshPreserved[a.WorkerIdentity]; !dup {
+			freshPreserved[a.WorkerIdentity] = a
+		}
+	}
+	started := in.Progress.StartedAt.Truncate(time.Second)
+	d := ResumeDecision{Resumable: true}
+	isIntended := make(map[string]bool, len(intended))
+	for _, id := range intended {
+		isIntended[id] = true
+		r := byName[id]
+		if ok, _ := retiredByThisApply(r, in.PlanRef, started); ok {
+			d.Retired = append(d.Retired, id)
+			continue
+		}
+		was := in.Progress.IntendedVersions[id]
+		switch now := in.Versions[id]; {
+		case r == nil:
+			d.Preserved = append(d.Preserved, Assessment{WorkerIdentity: id, ReasonCode: ReasonRowChangedSincePlan,
+				Detail: "the registration was deleted after the apply read it, so it is not the row that was approved"})
+		case now != was && RowFingerprint(*r) != in.Progress.IntendedFingerprints[id]:
+			// A write that left every fingerprinted field as it was (a condition, a label)
+			// does not change what was approved; anything else does.
+			d.Preserved = append(d.Preserved, Assessment{WorkerIdentity: id, ReasonCode: ReasonRowChangedSincePlan,
+				Evidence: map[string]string{EvidencePhase: r.Phase, EvidenceOwnershipState: r.OwnershipState},
+				Detail:   fmt.Sprintf("the registration changed after the apply read it (resourceVersion %s, now %s, and its fingerprint differs), so the resumed apply did not write it", was, now)})
+		case !candidates[id]:
+			ev := map[string]string{}
+			detail := fmt.Sprintf("worker %q is not in the candidate set recomputed when the apply was resumed", id)
+			if a, ok := freshPreserved[id]; ok {
+				for k, v := range a.Evidence {
+					ev[k] = v
+				}
+				ev[EvidencePlanReasonCode] = a.ReasonCode
+				detail += fmt.Sprintf(" (%s: %s)", a.ReasonCode, a.Detail)
+			}
+			d.Preserved = append(d.Preserved, Assessment{WorkerIdentity: id, ReasonCode: ReasonNotInCandidateSet, Detail: detail, Evidence: ev})
+		default:
+			d.Retire = append(d.Retire, *r)
+		}
+	}
+	for _, id := range NormalizeIdentities(in.Requested) {
+		if !isIntended[id] {
+			d.Preserved = append(d.Preserved, Assessment{WorkerIdentity: id, ReasonCode: ReasonNotInCandidateSet,
+				Detail: "not among the rows the interrupted apply set out to write"})
+		}
+	}
+	sortAssessments(d.Preserved)
+	return d
+}
+
+// SummarizeResume is the report of a resumed apply: the rows retired before the
+// takeover and by the resumption, every other requested row with its reason. takenFrom
+// is the applier whose hold lapsed and resumer the one that resumed. interruption, when
+// the resumption itself stopped early, makes the report a partial one, as for a first
+// applier (Summarize).
+func SummarizeResume(d ResumeDecision, retired []string, preserved []Assessment, interruption, takenFrom, resumer string) ApplyReport {
+	all := append(append([]Assessment(nil), d.Preserved...), preserved...)
+	rep := Summarize(ApplyDecision{Proceed: true}, append(append([]string(nil), d.Retired...), retired...), all, interruption)
+	rep.Resumed = true
+	if takenFrom == "" {
+		takenFrom = unnamedApplier
+	}
+	rep.Detail = fmt.Sprintf("%s resumed the apply held by %s, which stopped renewing it: %d row(s) were retired before the takeover and %d after",
+		resumer, takenFrom, len(d.Retired), len(retired)) + suffix(interruption)
+	return rep
+}
+
+func suffix(interruption string) string {
+	if interruption == "" {
+		return ""
+	}
+	return "; " + interruption
+}
+
+// unnamedApplier stands for a holder whose record names no applier.
+const unnamedApplier = "an unnamed applier"
+
+// StandInTakeoverTimeout is how long the stand-in for a lost host's agent waits for an
+// apply's hold to lapse before it takes the apply over: twice the takeover timeout. The
+// stand-in cannot probe the host's processes, so it can only complete the report; the
+// host's own agent, when it comes back within that time (a restarted process, a
+// rescheduled pod), takes the apply over first and resumes it.
+func StandInTakeoverTimeout(timeout time.Duration) time.Duration {
+	if timeout <= 0 {
+		timeout = DefaultTakeoverTimeout
+	}
+	return 2 * timeout
 }

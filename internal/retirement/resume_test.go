@@ -156,3 +156,168 @@ func TestCompleteInterrupted(t *testing.T) {
 		}
 	}
 }
+
+func TestDecideResume(t *testing.T) {
+	started := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	const ref = "ns/plan"
+	at := started.Add(time.Second).Format(time.RFC3339)
+	retiredRow := func(name string) Row {
+		return Row{Name: name, Phase: "Retired", OwnershipState: "historical", RetiredBy: ref, RetiredAt: at}
+	}
+	active := func(name string) Row { return Row{Name: name, Phase: "Active", OwnershipState: "stale"} }
+	fps := map[string]string{}
+	for _, id := range []string{"a", "b", "c", "d", "e", "f"} {
+		fps[id] = RowFingerprint(active(id))
+	}
+	progress := Progress{State: ApplyInProgress, Applier: "host-a-x1", StartedAt: started, RenewedAt: started.Add(5 * time.Second),
+		Intended:             []string{"a", "b", "c", "d", "e", "f"},
+		IntendedVersions:     map[string]string{"a": "10", "b": "11", "c": "12", "d": "13", "e": "14", "f": "15"},
+		IntendedFingerprints: fps}
+	fresh := Plan{
+		Candidates: []Assessment{{WorkerIdentity: "c"}, {WorkerIdentity: "d"}, {WorkerIdentity: "f"}},
+		Preserved:  []Assessment{{WorkerIdentity: "e", ReasonCode: ReasonPIDAlive, Detail: "pid 7 answers", Evidence: map[string]string{"pid": "7"}}},
+	}
+	changed := active("d")
+	changed.LastHeartbeatAt = "2026-12-01T08:00:00Z"
+	// a retired by the first applier (its resourceVersion moved with that write), b
+	// deleted, c unchanged, d changed since (its heartbeat), e unchanged but alive again,
+	// f written since without a change the approval covers (a condition); z requested
+	// but never intended.
+	in := Resumption{
+		Progress: progress, Requested: []string{"a", "b", "c", "d", "e", "f", "z"}, PlanRef: ref,
+		Rows:     []Row{retiredRow("a"), active("c"), changed, active("e"), active("f")},
+		Versions: map[string]string{"a": "20", "c": "12", "d": "21", "e": "14", "f": "22"},
+		Fresh:    fresh,
+	}
+	d := DecideResume(in)
+	if !d.Resumable {
+		t.Fatalf("not resumable: %s", d.Detail)
+	}
+	if !slices.Equal(d.Retired, []string{"a"}) {
+		t.Errorf("retired before = %v, want [a]", d.Retired)
+	}
+	var write []string
+	for _, r := range d.Retire {
+		write = append(write, r.Name)
+	}
+	if !slices.Equal(write, []string{"c", "f"}) {
+		t.Errorf("to write = %v, want [c f]: only rows the approval still describes that are still candidates", write)
+	}
+	want := map[string]string{"b": ReasonRowChangedSincePlan, "d": ReasonRowChangedSincePlan, "e": ReasonNotInCandidateSet, "z": ReasonNotInCandidateSet}
+	got := map[string]Assessment{}
+	for _, a := range d.Preserved {
+		got[a.WorkerIdentity] = a
+		if a.Detail == "" {
+			t.Errorf("%s preserved without detail", a.WorkerIdentity)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("preserved %v, want %v", got, want)
+	}
+	for id, reason := range want {
+		if got[id].ReasonCode != reason {
+			t.Errorf("%s preserved as %q, want %q", id, got[id].ReasonCode, reason)
+		}
+	}
+	if ev := got["e"].Evidence; ev[EvidencePlanReasonCode] != ReasonPIDAlive || ev["pid"] != "7" {
+		t.Errorf("e's evidence does not carry the fresh plan's reason: %v", ev)
+	}
+	if !strings.Contains(got["d"].Detail, "13") || !strings.Contains(got["d"].Detail, "21") {
+		t.Errorf("d's detail does not name both resourceVersions: %q", got["d"].Detail)
+	}
+	if !slices.IsSortedFunc(d.Preserved, func(x, y Assessment) int { return strings.Compare(x.WorkerIdentity, y.WorkerIdentity) }) {
+		t.Errorf("preserved not sorted: %v", d.Preserved)
+	}
+
+	t.Run("an intent without resourceVersions or fingerprints is not resumed", func(t *testing.T) {
+		old := in
+		old.Progress.IntendedVersions = map[string]string{"a": "10", "b": "11", "c": "12", "d": "13", "f": "15"}
+		if d := DecideResume(old); d.Resumable || len(d.Retire) != 0 || !strings.Contains(d.Detail, `"e"`) {
+			t.Errorf("resumable without e's resourceVersion: %+v", d)
+		}
+		old = in
+		old.Progress.IntendedFingerprints = map[string]string{"a": fps["a"]}
+		if d := DecideResume(old); d.Resumable || len(d.Retire) != 0 {
+			t.Errorf("resumable without fingerprints: %+v", d)
+		}
+	})
+	t.Run("a row retired by another plan is not counted nor written", func(t *testing.T) {
+		other := in
+		other.Rows = []Row{{Name: "a", Phase: "Retired", RetiredBy: "ns/other", RetiredAt: at}, active("c"), active("d"), active("e")}
+		d := DecideResume(other)
+		if len(d.Retired) != 0 {
+			t.Errorf("retired %v, want none", d.Retired)
+		}
+		for _, a := range d.Preserved {
+			if a.WorkerIdentity == "a" && a.ReasonCode != ReasonRowChangedSincePlan {
+				t.Errorf("a preserved as %s", a.ReasonCode)
+			}
+		}
+	})
+}
+
+func TestSummarizeResume(t *testing.T) {
+	d := ResumeDecision{Resumable: true, Retired: []string{"a", "b"},
+		Preserved: []Assessment{{WorkerIdentity: "d", ReasonCode: ReasonRowChangedSincePlan, Detail: "written since"}}}
+	rep := SummarizeResume(d, []string{"c", "e"}, nil, "", "host-a-x1", "host-a-y2")
+	if rep.Outcome != OutcomeApplied || !slices.Equal(rep.Retired, []string{"a", "b", "c", "e"}) || rep.RetiredCount != 4 || !rep.Resumed || rep.Interrupted || rep.Recovered {
+		t.Fatalf("report %+v", rep)
+	}
+	if !strings.Contains(rep.Detail, "host-a-y2 resumed the apply held by host-a-x1") || !strings.Contains(rep.Detail, "2 row(s) were retired before the takeover and 2 after") {
+		t.Errorf("detail %q", rep.Detail)
+	}
+	v := JudgeApply(rep)
+	if !v.Success || !v.Applied || v.Reason != ConditionApplyResumed || v.Complete == nil || !*v.Complete || !strings.Contains(v.Message, "resumed") {
+		t.Errorf("verdict %+v", v)
+	}
+
+	stopped := SummarizeResume(d, []string{"c"}, []Assessment{{WorkerIdentity: "e", ReasonCode: ReasonApplyInterrupted, Detail: "fence moved"}}, "the workflow fence moved", "host-a-x1", "host-a-y2")
+	if !stopped.Interrupted || !stopped.Resumed {
+		t.Errorf("a resumption that stopped: %+v", stopped)
+	}
+	if v := JudgeApply(stopped); v.Success || v.Reason != ConditionApplyPartial || v.Complete == nil || *v.Complete {
+		t.Errorf("a resumption that stopped reads as %+v", v)
+	}
+	if rep := SummarizeResume(ResumeDecision{Resumable: true}, nil, nil, "", "", "b"); !strings.Contains(rep.Detail, "an unnamed applier") {
+		t.Errorf("detail %q", rep.Detail)
+	}
+}
+
+func TestStandInTakeoverTimeout(t *testing.T) {
+	for _, tc := range []struct{ in, want time.Duration }{{0, 2 * DefaultTakeoverTimeout}, {8 * time.Second, 16 * time.Second}, {-time.Second, 2 * DefaultTakeoverTimeout}} {
+		if got := StandInTakeoverTimeout(tc.in); got != tc.want {
+			t.Errorf("StandInTakeoverTimeout(%s) = %s, want %s", tc.in, got, tc.want)
+		}
+		if got := StandInTakeoverTimeout(tc.in); got <= tc.in {
+			t.Errorf("the stand-in must wait longer than a returning agent: %s <= %s", got, tc.in)
+		}
+	}
+}
+
+func TestRowFingerprint(t *testing.T) {
+	base := Row{Name: "a", Namespace: "ns", Identity: "w", Phase: "Active", OwnershipState: "stale", LastHeartbeatAt: "2026-12-01T10:00:00Z", PID: 7, HostID: "h"}
+	fp := RowFingerprint(base)
+	if !strings.HasPrefix(fp, "sha256:") || len(fp) != len("sha256:")+64 {
+		t.Fatalf("shape %q", fp)
+	}
+	same := base
+	same.ResourceVersion = "99"
+	if RowFingerprint(same) != fp {
+		t.Error("the resourceVersion changed the row fingerprint")
+	}
+	for name, edit := range map[string]func(*Row){
+		"heartbeat": func(r *Row) { r.LastHeartbeatAt = "2026-12-01T11:00:00Z" },
+		"ownership": func(r *Row) { r.OwnershipState = "live" },
+		"pid":       func(r *Row) { r.PID = 8 },
+		"phase":     func(r *Row) { r.Phase = "Retired" },
+	} {
+		r := base
+		edit(&r)
+		if RowFingerprint(r) == fp {
+			t.Errorf("a changed %s leaves the row fingerprint as it was", name)
+		}
+	}
+	if RowFingerprint(base) == RegistryFingerprint([]Row{base}) {
+		t.Error("the row fingerprint shares the registry fingerprint's domain")
+	}
+}

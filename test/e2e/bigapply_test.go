@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -136,10 +137,28 @@ var _ = Describe("An apply of 1,000 rows whose manager pod is deleted in the mid
 		Expect(fleetPlan.Status.RetiredCount).To(BeEquivalentTo(len(retiredNames)), "the fleet report counts exactly the rows retired")
 		Expect(hostPlan.Status.RetiredCount).To(BeEquivalentTo(len(retiredNames)), "the host report counts exactly the rows retired")
 		Expect(hostPlan.Status.Retired).To(ConsistOf(retiredNames), "the host report names exactly the rows retired")
-		if len(retiredNames) < rows {
-			// An interrupted apply that retired rows is "applied", and says it is not
-			// complete: success and applyComplete false, every unwritten row preserved
-			// as apply_interrupted (docs/retirementplan.md, "The crash-safe apply").
+		progress := hostPlan.Status.ApplyProgress
+		Expect(progress).NotTo(BeNil())
+		switch {
+		case progress.Takeover == fleetv1alpha1.TakeoverResumed:
+			// node1's new manager took the apply over on the rows' host and resumed it:
+			// every row was unchanged since the intent, so every row is retired, once.
+			GinkgoWriter.Printf("resumed by %s from %s\n", progress.Applier, progress.TakenOverFrom)
+			Expect(retiredNames).To(HaveLen(rows), "a resumed apply retires every approved row nobody changed")
+			Expect(fleetPlan.Status.Success).To(HaveValue(BeTrue()))
+			Expect(fleetPlan.Status.ApplyComplete).To(HaveValue(BeTrue()))
+			Expect(progress.TakenOverFrom).NotTo(BeEmpty())
+			Expect(hostPlan.Status.Message).To(ContainSubstring(progress.Applier + " resumed the apply held by " + progress.TakenOverFrom))
+			ready := meta.FindStatusCondition(fleetPlan.Status.Conditions, "Ready")
+			Expect(ready).NotTo(BeNil())
+			Expect(ready.Reason).To(Equal(fleetv1alpha1.ReasonApplyResumed))
+		case len(retiredNames) < rows:
+			// A takeover that could not resume (the coordinator's stand-in, when node1's
+			// agent counted as lost first) completes the report: "applied", not complete,
+			// success false, every unwritten row preserved as apply_interrupted
+			// (docs/retirementplan.md, "The crash-safe apply").
+			GinkgoWriter.Printf("completed without resuming (takeover %q)\n", progress.Takeover)
+			Expect(progress.Takeover).To(Equal(fleetv1alpha1.TakeoverCompleted))
 			Expect(fleetPlan.Status.Success).To(HaveValue(BeFalse()), "an apply that left rows unwritten is no success")
 			Expect(hostPlan.Status.ApplyComplete).To(HaveValue(BeFalse()), "an apply that left rows unwritten is not complete")
 			interrupted := 0

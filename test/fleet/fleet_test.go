@@ -87,6 +87,20 @@ func ownershipOf(ns string) map[string]string {
 	return m
 }
 
+// retiredAts reads the retiredAt of every registration of ns, by name ("" while Active).
+// A row retired twice would show the second time.
+func retiredAts(ns string) map[string]string {
+	GinkgoHelper()
+	out := kubectl("-n", ns, "get", "workerregistrations", "-o", `jsonpath={range .items[*]}{.metadata.name}={.status.retiredAt}{"\n"}{end}`)
+	m := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(l), "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
 // preservedReasons reads a plan's listed preserved rows and their reason codes.
 func preservedReasons(ns, plan, field string) map[string]string {
 	GinkgoHelper()
@@ -252,7 +266,8 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 			time.Since(start).Round(time.Second), freshChanges.Load()-freshBefore)
 	})
 
-	It("completes the report truthfully when the host's manager is killed between two row writes and a new one starts", func() {
+	It("resumes the apply when the host's manager is killed between two row writes and a new one starts: "+
+		"every approved row retired or kept with a reason, nothing twice, a row changed after the kill kept", func() {
 		const hostR = "fleet-e2e-host-r"
 		const rows = 1500
 		start := time.Now()
@@ -278,37 +293,62 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 		Eventually(func() int { atKill = len(retiredBy(ns, "retire-many")); return atKill }, 60*time.Second, 200*time.Millisecond).
 			Should(BeNumerically(">", 0))
 		m.Kill()
-		atKill = len(retiredBy(ns, "retire-many"))
-		GinkgoWriter.Printf("killed host R's manager with %d of %d rows retired\n", atKill, rows)
-		Expect(atKill).To(BeNumerically("<", rows), "the apply finished before the kill: nothing was interrupted")
+		time.Sleep(time.Second) // a write the killed process had sent lands or fails by now
+		before := retiredBy(ns, "retire-many")
+		beforeRetiredAt := retiredAts(ns)
+		GinkgoWriter.Printf("killed host R's manager with %d of %d rows retired\n", len(before), rows)
+		Expect(len(before)).To(BeNumerically("<", rows-1), "the apply finished before the kill: nothing was interrupted")
 		Expect(jsonpath(ns, hostPlan, ".status.applyProgress.state")).To(Equal(retirement.ApplyInProgress))
-		Consistently(func() int { return len(retiredBy(ns, "retire-many")) }, 3*time.Second, time.Second).Should(Equal(atKill),
-			"a killed manager writes nothing more")
-		Expect(outcomeOf(ns, "retire-many")).To(Equal("planned"), "the fleet plan waits for host R's report")
+		Expect(jsonpath(ns, hostPlan, `range .status.applyProgress.intendedRows[*]}{.name}={.resourceVersion}{"\n"}{end`)).
+			To(ContainSubstring(fmt.Sprintf("dead-%04d=", rows-1)), "the intent records each row's resourceVersion")
 
-		By("a new manager with the same --host-id completes the report from the rows")
+		By("while no manager runs on host R, someone moves the heartbeat of a row the apply had not reached further back, and labels another")
+		touched, labelled := fmt.Sprintf("dead-%04d", rows-1), fmt.Sprintf("dead-%04d", rows-2)
+		Expect(slices.Contains(before, touched) || slices.Contains(before, labelled)).To(BeFalse())
+		kubectl("-n", ns, "patch", "workerregistration", touched, "--subresource=status", "--type=merge",
+			"-p", fmt.Sprintf(`{"status":{"lastHeartbeatAt":%q}}`, time.Now().Add(-3*time.Hour).UTC().Format(time.RFC3339)))
+		kubectl("-n", ns, "label", "workerregistration", labelled, "touched=after-the-kill")
+		Expect(ownershipOf(ns)[touched]).To(Equal("Active/stale"), "an older heartbeat leaves it a stale orphan, a candidate of any new plan")
+
+		By("a new manager with the same --host-id takes the apply over once its hold lapsed, and resumes it")
+		// It starts at once, as a restarted process or a rescheduled pod would, so it is
+		// back long before the fleet coordinator's stand-in would take over (twice the
+		// takeover timeout).
 		startManager(hostR)
-		Eventually(func() string { return outcomeOf(ns, "retire-many") }, 90*time.Second).Should(Equal("applied"))
+		Consistently(func() int { return len(retiredBy(ns, "retire-many")) }, 2*time.Second, 500*time.Millisecond).Should(Equal(len(before)),
+			"nothing is written while the killed manager's hold is fresh")
+		Expect(outcomeOf(ns, "retire-many")).To(Equal("planned"), "the fleet plan waits for host R's report")
+		Eventually(func() string { return outcomeOf(ns, "retire-many") }, 4*time.Minute, time.Second).Should(Equal("applied"))
 		retired := retiredBy(ns, "retire-many")
-		Expect(retired).To(HaveLen(atKill), "no row was written after the kill")
+		Expect(retired).To(HaveLen(rows-1), "every approved row but the changed one is retired")
+		Expect(retired).NotTo(ContainElement(touched))
+		Expect(retired).To(ContainElement(labelled), "a label changes nothing the approval covers")
 		slices.Sort(retired)
 		Expect(strings.Fields(jsonpath(ns, "retire-many", `range .status.retired[*]}{@}{" "}{end`))).To(Equal(retired),
-			"the report names every retired row")
-		Expect(jsonpath(ns, "retire-many", ".status.retiredCount")).To(Equal(strconv.Itoa(len(retired))))
-		Expect(jsonpath(ns, "retire-many", ".status.success")).To(Equal("false"), "an interrupted apply is no success")
-		Expect(jsonpath(ns, "retire-many", ".status.applyComplete")).To(Equal("false"))
-		Expect(jsonpath(ns, hostPlan, ".status.applyProgress.state")).To(Equal(retirement.ApplyFinished))
-		Expect(jsonpath(ns, hostPlan, ".status.applyProgress.takenOverFrom")).NotTo(BeEmpty())
-		notRetired := preservedReasons(ns, "retire-many", "applyPreserved")
-		Expect(notRetired).To(HaveLen(rows - len(retired)))
-		for n, reason := range notRetired {
-			Expect(slices.Contains(retired, n)).To(BeFalse())
-			Expect(reason).To(Equal(retirement.ReasonApplyInterrupted), n)
+			"the report names every retired row, before and after the takeover")
+		Expect(jsonpath(ns, "retire-many", ".status.retiredCount")).To(Equal(strconv.Itoa(rows - 1)))
+		after := retiredAts(ns)
+		for _, n := range before {
+			Expect(after[n]).To(Equal(beforeRetiredAt[n]), "%s, retired before the kill, is not retired again", n)
 		}
+		Expect(preservedReasons(ns, "retire-many", "applyPreserved")).To(Equal(map[string]string{touched: retirement.ReasonRowChangedSincePlan}),
+			"the row changed after the kill is kept, and only it")
+		Expect(ownershipOf(ns)[touched]).To(Equal("Active/stale"))
+		Expect(jsonpath(ns, "retire-many", ".status.success")).To(Equal("true"), "every approved row was retired or kept with its reason")
+		Expect(jsonpath(ns, "retire-many", ".status.applyComplete")).To(Equal("true"))
+		Expect(jsonpath(ns, "retire-many", `range .status.conditions[?(@.type=="Ready")]}{.status}/{.reason}{end`)).To(Equal("True/ApplyResumed"))
+		Expect(jsonpath(ns, hostPlan, ".status.applyProgress.state")).To(Equal(retirement.ApplyFinished))
+		Expect(jsonpath(ns, hostPlan, ".status.applyProgress.takeover")).To(Equal(retirement.TakeoverResumed))
+		from := jsonpath(ns, hostPlan, ".status.applyProgress.takenOverFrom")
+		taker := jsonpath(ns, hostPlan, ".status.applyProgress.applier")
+		Expect(from).NotTo(BeEmpty())
+		Expect(taker).NotTo(Equal(from))
+		Expect(jsonpath(ns, "retire-many", ".status.message")).To(ContainSubstring(taker+" resumed the apply held by "+from),
+			"the report says the apply was resumed, and by whom")
 		st := ownershipOf(ns)
 		Expect(st[live.name]).To(Equal("Active/live"))
-		GinkgoWriter.Printf("restart spec: %s; %d retired before the kill, the other %d kept as %s\n",
-			time.Since(start).Round(time.Second), len(retired), rows-len(retired), retirement.ReasonApplyInterrupted)
+		GinkgoWriter.Printf("restart spec: %s; %d retired before the kill, %d after the takeover, 1 kept as %s\n",
+			time.Since(start).Round(time.Second), len(before), rows-1-len(before), retirement.ReasonRowChangedSincePlan)
 	})
 
 	It("closes a lost host's plan without writing its rows when its only manager is killed between the plan and the approval", func() {
