@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,6 +172,27 @@ func reconcileUntilSettled(r *planReconcilers, p *fleetv1alpha1.RetirementPlan) 
 	return ctrl.Result{}
 }
 
+// expectRowsAsReported checks each of rows against a host plan's report: the ones in
+// retired are Retired by fleet, the user's plan; every other one is Active and listed in
+// preserved with reason. It returns the names of those others, in rows' order.
+func expectRowsAsReported(preserved []fleetv1alpha1.WorkerAssessment, fleet *fleetv1alpha1.RetirementPlan,
+	rows []*fleetv1alpha1.WorkerRegistration, retired []string, reason string) []string {
+	GinkgoHelper()
+	var kept []string
+	for _, wr := range rows {
+		cur := get(wr)
+		if slices.Contains(retired, wr.Name) {
+			Expect(cur.Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired), wr.Name)
+			Expect(cur.Status.RetiredBy).To(Equal(fleet.Namespace+"/"+fleet.Name), "%s names the fleet plan the user approved", wr.Name)
+			continue
+		}
+		kept = append(kept, wr.Name)
+		Expect(cur.Status.Phase).To(Equal(fleetv1alpha1.PhaseActive), "%s was not retired by anyone", wr.Name)
+		Expect(reasonOf(preserved, wr.Name)).To(Equal(reason), wr.Name)
+	}
+	return kept
+}
+
 // expectResumedReport checks the report of an apply a takeover resumed on host plan p:
 // every intended row is retired (exactly retired, each carrying the fleet plan) or, for
 // the rows in changed, kept Active as row_changed_since_plan; the report reads as an
@@ -197,20 +219,8 @@ func expectResumedReport(p, fleet *fleetv1alpha1.RetirementPlan, rows []*fleetv1
 	Expect(s.ApplyProgress.IntendedCount).To(BeEquivalentTo(len(rows)))
 	Expect(s.ApplyProgress.IntendedRows).To(BeEmpty(), "cleared once retired and applyPreserved name every intended row")
 
-	isRetired := map[string]bool{}
-	for _, n := range retired {
-		isRetired[n] = true
-	}
-	for _, wr := range rows {
-		cur := get(wr)
-		if isRetired[wr.Name] {
-			Expect(cur.Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired), wr.Name)
-			Expect(cur.Status.RetiredBy).To(Equal(fleet.Namespace+"/"+fleet.Name), "%s names the fleet plan the user approved", wr.Name)
-			continue
-		}
-		Expect(cur.Status.Phase).To(Equal(fleetv1alpha1.PhaseActive), "%s was not retired by anyone", wr.Name)
-		Expect(reasonOf(s.ApplyPreserved, wr.Name)).To(Equal(retirement.ReasonRowChangedSincePlan), wr.Name)
-	}
+	kept := expectRowsAsReported(s.ApplyPreserved, fleet, rows, retired, retirement.ReasonRowChangedSincePlan)
+	Expect(kept).To(Equal(changed))
 	Expect(s.ApplyPreserved).To(HaveLen(len(changed)), "applyPreserved names exactly the rows written since the apply read them")
 	Expect(len(retired)+len(changed)).To(Equal(len(rows)), "every intended row is accounted for")
 
@@ -260,22 +270,7 @@ func expectInterruptedReport(p, fleet *fleetv1alpha1.RetirementPlan, rows []*fle
 	Expect(s.ApplyProgress.Takeover).To(Equal(fleetv1alpha1.TakeoverCompleted))
 	Expect(s.ApplyProgress.IntendedRows).To(BeEmpty(), "cleared once retired and applyPreserved name every intended row")
 
-	isRetired := map[string]bool{}
-	for _, n := range retired {
-		isRetired[n] = true
-	}
-	var untouched []string
-	for _, wr := range rows {
-		cur := get(wr)
-		if isRetired[wr.Name] {
-			Expect(cur.Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired), wr.Name)
-			Expect(cur.Status.RetiredBy).To(Equal(fleet.Namespace+"/"+fleet.Name), "%s names the fleet plan the user approved", wr.Name)
-			continue
-		}
-		untouched = append(untouched, wr.Name)
-		Expect(cur.Status.Phase).To(Equal(fleetv1alpha1.PhaseActive), "%s was not retired by anyone", wr.Name)
-		Expect(reasonOf(s.ApplyPreserved, wr.Name)).To(Equal(retirement.ReasonApplyInterrupted), wr.Name)
-	}
+	untouched := expectRowsAsReported(s.ApplyPreserved, fleet, rows, retired, retirement.ReasonApplyInterrupted)
 	Expect(s.ApplyPreserved).To(HaveLen(len(untouched)), "applyPreserved names exactly the intended rows not retired")
 
 	By("the fleet plan's aggregate reads as the interrupted apply it is")

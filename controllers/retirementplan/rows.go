@@ -145,7 +145,7 @@ func (r *HostPlanReconciler) probeAndRetire(ctx context.Context, plan *fleetv1al
 			return changed, nil
 		}
 		cur := &fleetv1alpha1.WorkerRegistration{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(wr), cur); err != nil || retirement.RowFingerprint(apiconv.Row(cur)) != approved {
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(wr), cur); err != nil || !retirement.RowUnchanged(approved, apiconv.Row(cur)) {
 			return changed, nil
 		}
 		wr = cur

@@ -225,23 +225,12 @@ func DecideApply(req Approval, fresh Plan, freshRows []Row) ApplyDecision {
 				continue
 			}
 		}
-		ev := map[string]string{}
-		detail := fmt.Sprintf("worker %q is not in the candidate set recomputed at apply time", id)
-		if a, ok := preserved[id]; ok {
-			for k, v := range a.Evidence {
-				ev[k] = v
-			}
-			ev[EvidencePlanReasonCode] = a.ReasonCode
-			detail += fmt.Sprintf(" (%s: %s)", a.ReasonCode, a.Detail)
-		} else if _, ok := candidates[id]; !ok {
-			detail += " (no such registration)"
+		a, planned := preserved[id]
+		kept := notInCandidateSet(id, "at apply time", a, planned)
+		if _, ok := candidates[id]; !planned && !ok {
+			kept.Detail += " (no such registration)"
 		}
-		d.Preserved = append(d.Preserved, Assessment{
-			WorkerIdentity: id,
-			ReasonCode:     ReasonNotInCandidateSet,
-			Detail:         detail,
-			Evidence:       ev,
-		})
+		d.Preserved = append(d.Preserved, kept)
 	}
 	d.Proceed = true
 	return d
@@ -377,4 +366,20 @@ func Summarize(d ApplyDecision, retired []string, preserved []Assessment, interr
 func sortAssessments(as []Assessment) []Assessment {
 	sort.SliceStable(as, func(i, j int) bool { return as[i].WorkerIdentity < as[j].WorkerIdentity })
 	return as
+}
+
+// notInCandidateSet keeps worker id as not_in_candidate_set: it is not a candidate of the
+// plan computed again (when says when). fresh, when planned, is that plan's own verdict on
+// the row, whose reason and evidence the assessment carries (planReasonCode).
+func notInCandidateSet(id, when string, fresh Assessment, planned bool) Assessment {
+	ev := map[string]string{}
+	detail := fmt.Sprintf("worker %q is not in the candidate set recomputed %s", id, when)
+	if planned {
+		for k, v := range fresh.Evidence {
+			ev[k] = v
+		}
+		ev[EvidencePlanReasonCode] = fresh.ReasonCode
+		detail += fmt.Sprintf(" (%s: %s)", fresh.ReasonCode, fresh.Detail)
+	}
+	return Assessment{WorkerIdentity: id, ReasonCode: ReasonNotInCandidateSet, Detail: detail, Evidence: ev}
 }

@@ -305,3 +305,10 @@ func RowFingerprint(r Row) string {
 	enc := encodeRows([]Row{r})
 	return enc.hash(rowDomain, nil, []int32{0})
 }
+
+// RowUnchanged says whether row now is still the row whose RowFingerprint was approved:
+// a write since that changed no fingerprinted field (a label, a condition) leaves it
+// unchanged; any other change does not.
+func RowUnchanged(approved string, now Row) bool {
+	return approved != "" && RowFingerprint(now) == approved
+}

@@ -330,23 +330,13 @@ func DecideResume(in Resumption) ResumeDecision {
 		case r == nil:
 			d.Preserved = append(d.Preserved, Assessment{WorkerIdentity: id, ReasonCode: ReasonRowChangedSincePlan,
 				Detail: "the registration was deleted after the apply read it, so it is not the row that was approved"})
-		case now != was && RowFingerprint(*r) != in.Progress.IntendedFingerprints[id]:
-			// A write that left every fingerprinted field as it was (a condition, a label)
-			// does not change what was approved; anything else does.
+		case now != was && !RowUnchanged(in.Progress.IntendedFingerprints[id], *r):
 			d.Preserved = append(d.Preserved, Assessment{WorkerIdentity: id, ReasonCode: ReasonRowChangedSincePlan,
 				Evidence: map[string]string{EvidencePhase: r.Phase, EvidenceOwnershipState: r.OwnershipState},
 				Detail:   fmt.Sprintf("the registration changed after the apply read it (resourceVersion %s, now %s, and its fingerprint differs), so the resumed apply did not write it", was, now)})
 		case !candidates[id]:
-			ev := map[string]string{}
-			detail := fmt.Sprintf("worker %q is not in the candidate set recomputed when the apply was resumed", id)
-			if a, ok := freshPreserved[id]; ok {
-				for k, v := range a.Evidence {
-					ev[k] = v
-				}
-				ev[EvidencePlanReasonCode] = a.ReasonCode
-				detail += fmt.Sprintf(" (%s: %s)", a.ReasonCode, a.Detail)
-			}
-			d.Preserved = append(d.Preserved, Assessment{WorkerIdentity: id, ReasonCode: ReasonNotInCandidateSet, Detail: detail, Evidence: ev})
+			a, planned := freshPreserved[id]
+			d.Preserved = append(d.Preserved, notInCandidateSet(id, "when the apply was resumed", a, planned))
 		default:
 			d.Retire = append(d.Retire, *r)
 		}

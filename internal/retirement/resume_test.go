@@ -317,6 +317,11 @@ func TestRowFingerprint(t *testing.T) {
 			t.Errorf("a changed %s leaves the row fingerprint as it was", name)
 		}
 	}
+	labelled := base
+	labelled.ResourceVersion = "100"
+	if !RowUnchanged(fp, labelled) || RowUnchanged(fp, func() Row { r := base; r.PID = 9; return r }()) || RowUnchanged("", base) {
+		t.Error("RowUnchanged does not follow the fingerprint, or accepts a missing one")
+	}
 	if RowFingerprint(base) == RegistryFingerprint([]Row{base}) {
 		t.Error("the row fingerprint shares the registry fingerprint's domain")
 	}

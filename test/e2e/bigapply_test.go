@@ -139,35 +139,22 @@ var _ = Describe("An apply of 1,000 rows whose manager pod is deleted in the mid
 		Expect(hostPlan.Status.Retired).To(ConsistOf(retiredNames), "the host report names exactly the rows retired")
 		progress := hostPlan.Status.ApplyProgress
 		Expect(progress).NotTo(BeNil())
-		switch {
-		case progress.Takeover == fleetv1alpha1.TakeoverResumed:
-			// node1's new manager took the apply over on the rows' host and resumed it:
-			// every row was unchanged since the intent, so every row is retired, once.
-			GinkgoWriter.Printf("resumed by %s from %s\n", progress.Applier, progress.TakenOverFrom)
+		if progress.TakenOverFrom != "" {
+			// node1's new manager, back within seconds, took the apply over on the rows'
+			// host once the hold lapsed (60 s), long before the coordinator's stand-in may
+			// (twice that), and resumed it: every row was as approved, so every row is
+			// retired, once.
+			GinkgoWriter.Printf("taken over by %s from %s (%s)\n", progress.Applier, progress.TakenOverFrom, progress.Takeover)
+			Expect(progress.Takeover).To(Equal(fleetv1alpha1.TakeoverResumed), "the host's own returning agent resumes the apply")
 			Expect(retiredNames).To(HaveLen(rows), "a resumed apply retires every approved row nobody changed")
 			Expect(fleetPlan.Status.Success).To(HaveValue(BeTrue()))
 			Expect(fleetPlan.Status.ApplyComplete).To(HaveValue(BeTrue()))
-			Expect(progress.TakenOverFrom).NotTo(BeEmpty())
 			Expect(hostPlan.Status.Message).To(ContainSubstring(progress.Applier + " resumed the apply held by " + progress.TakenOverFrom))
-			ready := meta.FindStatusCondition(fleetPlan.Status.Conditions, "Ready")
-			Expect(ready).NotTo(BeNil())
-			Expect(ready.Reason).To(Equal(fleetv1alpha1.ReasonApplyResumed))
-		case len(retiredNames) < rows:
-			// A takeover that could not resume (the coordinator's stand-in, when node1's
-			// agent counted as lost first) completes the report: "applied", not complete,
-			// success false, every unwritten row preserved as apply_interrupted
-			// (docs/retirementplan.md, "The crash-safe apply").
-			GinkgoWriter.Printf("completed without resuming (takeover %q)\n", progress.Takeover)
-			Expect(progress.Takeover).To(Equal(fleetv1alpha1.TakeoverCompleted))
-			Expect(fleetPlan.Status.Success).To(HaveValue(BeFalse()), "an apply that left rows unwritten is no success")
-			Expect(hostPlan.Status.ApplyComplete).To(HaveValue(BeFalse()), "an apply that left rows unwritten is not complete")
-			interrupted := 0
-			for _, a := range hostPlan.Status.ApplyPreserved {
-				if a.ReasonCode == retirement.ReasonApplyInterrupted {
-					interrupted++
-				}
-			}
-			Expect(interrupted).To(Equal(rows-len(retiredNames)), "every row not written is reported as interrupted")
+			cond := meta.FindStatusCondition(fleetPlan.Status.Conditions, "Ready")
+			Expect(cond).NotTo(BeNil())
+			Expect(cond.Reason).To(Equal(fleetv1alpha1.ReasonApplyResumed))
+		} else {
+			Expect(retiredNames).To(HaveLen(rows), "an apply nobody took over finished before the kill")
 		}
 
 		By("the DaemonSet brings node1's manager back")
