@@ -272,8 +272,10 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 		const rows = 1500
 		start := time.Now()
 		m := startManager(hostR)
-		other := startManager(hostB)
-		_ = other
+		// Host B's manager is the fleet coordinator once host R's is killed. Its stand-in for
+		// a lost host waits twice its takeover timeout; a long one here lets the returning
+		// agent resume however slowly this spec's own kubectl calls run on a loaded machine.
+		startManager(hostB, "--apply-takeover-timeout=2m")
 		waitAgents(hostR, hostB)
 		ns := newNamespace("fleet-e2e-restart")
 		live := startWorker(ns, "live-r", hostR)
@@ -294,6 +296,15 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 			Should(BeNumerically(">", 0))
 		m.Kill()
 		time.Sleep(time.Second) // a write the killed process had sent lands or fails by now
+		// The killed manager's hold lapses one takeover timeout after its last renewal. The
+		// new manager judges it by its own --apply-takeover-timeout, long enough here for
+		// the edits below to land while the hold is still fresh, however loaded the machine.
+		const takeoverTimeout = 30 * time.Second
+		renewed, err := time.Parse(time.RFC3339Nano, jsonpath(ns, hostPlan, ".status.applyProgress.renewedAt"))
+		Expect(err).NotTo(HaveOccurred())
+		heldUntil := renewed.Add(takeoverTimeout)
+		By("a new manager with the same --host-id starts at once, as a restarted process or a rescheduled pod would")
+		startManager(hostR, fmt.Sprintf("--apply-takeover-timeout=%s", takeoverTimeout))
 		before := retiredBy(ns, "retire-many")
 		beforeRetiredAt := retiredAts(ns)
 		GinkgoWriter.Printf("killed host R's manager with %d of %d rows retired\n", len(before), rows)
@@ -302,22 +313,17 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 		Expect(jsonpath(ns, hostPlan, `range .status.applyProgress.intendedRows[*]}{.name}={.resourceVersion}{"\n"}{end`)).
 			To(ContainSubstring(fmt.Sprintf("dead-%04d=", rows-1)), "the intent records each row's resourceVersion")
 
-		By("while no manager runs on host R, someone moves the heartbeat of a row the apply had not reached further back, and labels another")
+		By("while the killed manager's hold is fresh, someone moves the heartbeat of a row the apply had not reached further back, and labels another")
 		touched, labelled := fmt.Sprintf("dead-%04d", rows-1), fmt.Sprintf("dead-%04d", rows-2)
 		Expect(slices.Contains(before, touched) || slices.Contains(before, labelled)).To(BeFalse())
 		kubectl("-n", ns, "patch", "workerregistration", touched, "--subresource=status", "--type=merge",
 			"-p", fmt.Sprintf(`{"status":{"lastHeartbeatAt":%q}}`, time.Now().Add(-3*time.Hour).UTC().Format(time.RFC3339)))
 		kubectl("-n", ns, "label", "workerregistration", labelled, "touched=after-the-kill")
+		Expect(time.Now()).To(BeTemporally("<", heldUntil), "the edits landed before the killed manager's hold lapsed")
 		Expect(ownershipOf(ns)[touched]).To(Equal("Active/stale"), "an older heartbeat leaves it a stale orphan, a candidate of any new plan")
+		Expect(retiredBy(ns, "retire-many")).To(HaveLen(len(before)), "nothing is written while the killed manager's hold is fresh")
 
-		By("a new manager with the same --host-id takes the apply over once its hold lapsed, and resumes it")
-		// It starts at once, as a restarted process or a rescheduled pod would, so it is
-		// back long before the fleet coordinator's stand-in would take over (twice the
-		// takeover timeout).
-		startManager(hostR)
-		Consistently(func() int { return len(retiredBy(ns, "retire-many")) }, 2*time.Second, 500*time.Millisecond).Should(Equal(len(before)),
-			"nothing is written while the killed manager's hold is fresh")
-		Expect(outcomeOf(ns, "retire-many")).To(Equal("planned"), "the fleet plan waits for host R's report")
+		By("the new manager takes the apply over once the hold lapsed, and resumes it")
 		Eventually(func() string { return outcomeOf(ns, "retire-many") }, 4*time.Minute, time.Second).Should(Equal("applied"))
 		retired := retiredBy(ns, "retire-many")
 		Expect(retired).To(HaveLen(rows-1), "every approved row but the changed one is retired")
@@ -330,6 +336,16 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 		after := retiredAts(ns)
 		for _, n := range before {
 			Expect(after[n]).To(Equal(beforeRetiredAt[n]), "%s, retired before the kill, is not retired again", n)
+		}
+		By("no row was written while the killed manager's hold was fresh")
+		for _, n := range retired {
+			if slices.Contains(before, n) {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339, after[n])
+			Expect(err).NotTo(HaveOccurred())
+			// retiredAt has whole seconds.
+			Expect(at).NotTo(BeTemporally("<", heldUntil.Truncate(time.Second)), "%s was retired at %s, before the hold lapsed at %s", n, at, heldUntil)
 		}
 		Expect(preservedReasons(ns, "retire-many", "applyPreserved")).To(Equal(map[string]string{touched: retirement.ReasonRowChangedSincePlan}),
 			"the row changed after the kill is kept, and only it")
