@@ -20,6 +20,9 @@
 #   SETUP_ENVTEST_VERSION  setup-envtest module version to `go run`
 #                        (default v0.25.1, served by the module proxy)
 #   ENVTEST_DOWNLOAD_TIMEOUT  seconds allowed for that attempt (default 60)
+#   ENVTEST_INDEX_URL    setup-envtest's release index; the attempt is skipped
+#                        when it does not answer within ENVTEST_PROBE_TIMEOUT
+#                        seconds (default 5)
 #   ENVTEST_HEARTBEAT    seconds between "still running" lines during go build
 #                        (default 60)
 #
@@ -56,6 +59,8 @@ ENVTEST_KUBECTL=${ENVTEST_KUBECTL:-auto}
 ENVTEST_DOWNLOAD=${ENVTEST_DOWNLOAD:-1}
 SETUP_ENVTEST_VERSION=${SETUP_ENVTEST_VERSION:-v0.25.1}
 ENVTEST_DOWNLOAD_TIMEOUT=${ENVTEST_DOWNLOAD_TIMEOUT:-60}
+ENVTEST_INDEX_URL=${ENVTEST_INDEX_URL:-https://raw.githubusercontent.com/kubernetes-sigs/controller-tools/HEAD/envtest-releases.yaml}
+ENVTEST_PROBE_TIMEOUT=${ENVTEST_PROBE_TIMEOUT:-5}
 HEARTBEAT_SECONDS=${ENVTEST_HEARTBEAT:-60}
 
 # Go settings for every go command of this script: never pick up a go.work
@@ -142,6 +147,15 @@ try_download() {
     return 1
   fi
   local bindir=$TMP_ASSETS/.setup-envtest dir
+  # setup-envtest reads its release index from GitHub. Where that host does not answer
+  # within a few seconds (a machine that reaches only the module proxy), the download
+  # cannot work: say so and build at once instead of compiling setup-envtest and waiting
+  # out its timeout.
+  if command -v curl >/dev/null 2>&1 &&
+    ! curl -sfI --max-time "$ENVTEST_PROBE_TIMEOUT" -o /dev/null "$ENVTEST_INDEX_URL"; then
+    log "the envtest release index ($ENVTEST_INDEX_URL) did not answer within ${ENVTEST_PROBE_TIMEOUT}s; skipping the download"
+    return 1
+  fi
   log "trying setup-envtest@$SETUP_ENVTEST_VERSION use ${KUBE_VERSION#v} (timeout ${ENVTEST_DOWNLOAD_TIMEOUT}s)"
   # `go run pkg@version` ignores any go.mod around it; GOFLAGS is cleared
   # because -mod=... is rejected in that mode.
