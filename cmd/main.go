@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"os/signal"
@@ -17,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -81,6 +83,7 @@ type options struct {
 	agentNamespace string
 	agentTimings   hostagent.Timings
 	takeover       time.Duration
+	rowWrites      float64
 	pageRows       int
 }
 
@@ -120,6 +123,8 @@ func main() {
 	flag.DurationVar(&o.agentTimings.RetryPeriod, "agent-retry-period", hostagent.DefaultRetryPeriod, "How often the host agent tries to acquire or renew its Lease.")
 	flag.DurationVar(&o.takeover, "apply-takeover-timeout", retirement.DefaultTakeoverTimeout,
 		"How long a plan's apply may go without its applier renewing its hold before another manager takes it over and resumes it (or, where it cannot, completes the report from the rows).")
+	flag.Float64Var(&o.rowWrites, "apply-row-writes-per-second", 0,
+		"Pace the row writes of this manager's applies to at most this many a second, all applies together, to spare a busy API server; 0 writes as fast as it answers.")
 	flag.IntVar(&o.pageRows, "plan-page-rows", retirement.PageMaxRows,
 		fmt.Sprintf("Rows per RetirementPlanPage, 1 to %d: fewer rows make smaller objects and more of them.", retirement.PageMaxRows))
 	flag.Func("install-manifests", "Folder of YAML manifests whose objects (namespaced ones too) are created in the embedded control plane after the project's own; repeatable. make run passes its local Gitea's gateway credentials here.", func(dir string) error {
@@ -156,6 +161,10 @@ func run(o options) error {
 	}
 	if o.pageRows < 1 || o.pageRows > retirement.PageMaxRows {
 		return fmt.Errorf("--plan-page-rows must be between 1 and %d, got %d", retirement.PageMaxRows, o.pageRows)
+	}
+	rowWrites, err := rowWriteLimiter(o.rowWrites, o.takeover)
+	if err != nil {
+		return err
 	}
 	cfg, kubeconfig, stop, err := restConfig(o)
 	if err != nil {
@@ -226,6 +235,7 @@ func run(o options) error {
 		agentNamespace:     o.agentNamespace,
 		agentTimings:       o.agentTimings,
 		takeoverTimeout:    o.takeover,
+		rowWrites:          rowWrites,
 		pageRows:           o.pageRows,
 	}); err != nil {
 		return fmt.Errorf("setting up controllers: %w", err)
@@ -367,4 +377,25 @@ func clusterConfigured() bool {
 	}
 	_, err = os.Stat(filepath.Join(home, ".kube", "config"))
 	return err == nil
+}
+
+// rowWriteLimiter returns the pace of --apply-row-writes-per-second (nil for 0, no pace).
+// An apply renews its hold between two rows, so a pace that leaves more than a third of
+// the takeover timeout between rows could let the hold lapse under a live apply; it is
+// refused.
+func rowWriteLimiter(perSecond float64, takeover time.Duration) (*rate.Limiter, error) {
+	switch {
+	case perSecond == 0:
+		return nil, nil
+	case perSecond < 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0):
+		return nil, fmt.Errorf("--apply-row-writes-per-second must be 0 (no pace) or a positive number, got %g", perSecond)
+	}
+	if takeover <= 0 {
+		takeover = retirement.DefaultTakeoverTimeout
+	}
+	if gap := time.Duration(float64(time.Second) / perSecond); gap > takeover/3 {
+		return nil, fmt.Errorf("--apply-row-writes-per-second %g leaves %s between two rows, more than a third of --apply-takeover-timeout (%s): the apply's hold could lapse while it waits",
+			perSecond, gap, takeover)
+	}
+	return rate.NewLimiter(rate.Limit(perSecond), 1), nil
 }

@@ -89,6 +89,9 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		"open claims":        {func(o *options) { o.maxOpenClaims = 0 }, "--max-open-claims-per-worker must be at least 1, got 0"},
 		"no page rows":       {func(o *options) { o.pageRows = 0 }, "--plan-page-rows must be between 1 and 500, got 0"},
 		"page rows too many": {func(o *options) { o.pageRows = 501 }, "--plan-page-rows must be between 1 and 500, got 501"},
+		"negative pace":      {func(o *options) { o.rowWrites = -1 }, "--apply-row-writes-per-second must be 0 (no pace) or a positive number, got -1"},
+		"pace too slow": {func(o *options) { o.rowWrites, o.takeover = 0.01, time.Minute },
+			"--apply-row-writes-per-second 0.01 leaves 1m40s between two rows, more than a third of --apply-takeover-timeout (1m0s)"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			o := good
@@ -98,6 +101,23 @@ func TestRunRefusesBadFlags(t *testing.T) {
 				t.Fatalf("run: %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestRowWriteLimiter(t *testing.T) {
+	if l, err := rowWriteLimiter(0, 0); l != nil || err != nil {
+		t.Fatalf("0: %v, %v; want no pace", l, err)
+	}
+	l, err := rowWriteLimiter(20, 0)
+	if err != nil || l == nil || l.Limit() != 20 || l.Burst() != 1 {
+		t.Fatalf("20: %v, %v; want 20 rows a second, one at a time", l, err)
+	}
+	// The default takeover timeout (60 s) allows a row every 20 s, no slower.
+	if _, err := rowWriteLimiter(0.05, 0); err != nil {
+		t.Fatalf("0.05 under the default timeout: %v", err)
+	}
+	if _, err := rowWriteLimiter(0.04, 0); err == nil {
+		t.Fatal("0.04 under the default timeout: accepted, want refused")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,6 +57,8 @@ type config struct {
 	agentTimings hostagent.Timings
 	// takeoverTimeout is how long an apply's hold lasts without renewal.
 	takeoverTimeout time.Duration
+	// rowWrites paces each apply's row writes (nil: unpaced).
+	rowWrites *rate.Limiter
 	// pageRows caps the rows of one RetirementPlanPage (zero: retirement.PageMaxRows).
 	pageRows int
 }
@@ -133,6 +136,7 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		// row.
 		HostAgentGrace:  cfg.agentTimings.LeaseDuration,
 		TakeoverTimeout: cfg.takeoverTimeout,
+		RowWrites:       cfg.rowWrites,
 	}
 	if err := hostPlans.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("retirementplan-host controller: %w", err)

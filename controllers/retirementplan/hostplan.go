@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -66,6 +67,10 @@ type HostPlanReconciler struct {
 	// reconcile takes it over and completes the report (zero:
 	// retirement.DefaultTakeoverTimeout).
 	TakeoverTimeout time.Duration
+	// RowWrites, when set, paces the row writes of every apply this reconciler runs
+	// (--apply-row-writes-per-second): each row waits for its turn before it is checked
+	// and written. Nil writes as fast as the API server answers.
+	RowWrites *rate.Limiter
 	// AfterWrite, when set, runs right after each successful row write. An error abandons
 	// the apply at once, writing nothing more (no row, no renewal, no report), as if the
 	// process had died there: a test seam for crashes between two row writes.

@@ -62,6 +62,14 @@ func (r *HostPlanReconciler) retireRows(ctx context.Context, plan *fleetv1alpha1
 		return run
 	}
 	for i, row := range rows {
+		if r.RowWrites != nil {
+			// A stop while waiting (the manager shutting down) leaves the apply as a crash
+			// would: its hold lapses and a takeover resumes it.
+			if err := r.RowWrites.Wait(ctx); err != nil {
+				run.halt = fmt.Errorf("waiting for the turn of %s: %w", row.Name, err)
+				return run
+			}
+		}
 		if r.BeforeWrite != nil {
 			r.BeforeWrite(ctx, row.Name)
 		}

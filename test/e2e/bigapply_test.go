@@ -115,6 +115,20 @@ var _ = Describe("An apply of 1,000 rows whose manager pod is deleted in the mid
 		atKill := retired()
 		GinkgoWriter.Printf("manager pod %s deleted with %d of %d rows retired\n", victim.Name, atKill, rows)
 
+		By("moving the heartbeat of the last row further back, unless the apply reached it before the kill")
+		// The apply writes rows in name order, so the last one is written last. A takeover
+		// that resumes must keep it: it is no longer the row that was approved.
+		touched := &fleetv1alpha1.WorkerRegistration{}
+		Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: fmt.Sprintf("gone-%04d", rows-1)}, touched)).To(Succeed())
+		if touched.Status.Phase == fleetv1alpha1.PhaseRetired {
+			touched = nil
+		} else {
+			base := touched.DeepCopy()
+			older := metav1.NewTime(old.Add(-2 * time.Hour))
+			touched.Status.LastHeartbeatAt = &older
+			Expect(k8s.Status().Patch(ctx, touched, client.MergeFrom(base))).To(Succeed())
+		}
+
 		By("waiting for the report, written by whoever holds the apply afterwards")
 		Eventually(func(g Gomega) {
 			g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: plan}, fleetPlan)).To(Succeed())
@@ -146,7 +160,15 @@ var _ = Describe("An apply of 1,000 rows whose manager pod is deleted in the mid
 			// retired, once.
 			GinkgoWriter.Printf("taken over by %s from %s (%s)\n", progress.Applier, progress.TakenOverFrom, progress.Takeover)
 			Expect(progress.Takeover).To(Equal(fleetv1alpha1.TakeoverResumed), "the host's own returning agent resumes the apply")
-			Expect(retiredNames).To(HaveLen(rows), "a resumed apply retires every approved row nobody changed")
+			Expect(touched).NotTo(BeNil(), "the apply was taken over, so it had not reached its last row at the kill")
+			Expect(retiredNames).To(HaveLen(rows-1), "a resumed apply retires every approved row nobody changed")
+			Expect(retiredNames).NotTo(ContainElement(touched.Name))
+			kept := map[string]string{}
+			for _, a := range fleetPlan.Status.ApplyPreserved {
+				kept[a.WorkerIdentity] = a.ReasonCode
+			}
+			Expect(kept).To(Equal(map[string]string{touched.Name: retirement.ReasonRowChangedSincePlan}),
+				"the row changed after the kill is kept, and only it")
 			Expect(fleetPlan.Status.Success).To(HaveValue(BeTrue()))
 			Expect(fleetPlan.Status.ApplyComplete).To(HaveValue(BeTrue()))
 			Expect(hostPlan.Status.Message).To(ContainSubstring(progress.Applier + " resumed the apply held by " + progress.TakenOverFrom))
@@ -154,6 +176,9 @@ var _ = Describe("An apply of 1,000 rows whose manager pod is deleted in the mid
 			Expect(cond).NotTo(BeNil())
 			Expect(cond.Reason).To(Equal(fleetv1alpha1.ReasonApplyResumed))
 		} else {
+			// Only an apply that finished before the kill is never taken over: it had
+			// written the last row too, so nothing was touched.
+			Expect(touched).To(BeNil(), "an apply nobody took over finished before the kill")
 			Expect(retiredNames).To(HaveLen(rows), "an apply nobody took over finished before the kill")
 		}
 

@@ -269,9 +269,11 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 	It("resumes the apply when the host's manager is killed between two row writes and a new one starts: "+
 		"every approved row retired or kept with a reason, nothing twice, a row changed after the kill kept", func() {
 		const hostR = "fleet-e2e-host-r"
-		const rows = 1500
+		// 200 rows at 10 a second give the kill a 20-second window between two row writes
+		// on any machine. test/e2e kills a manager pod in the middle of 1,000 rows.
+		const rows = 200
 		start := time.Now()
-		m := startManager(hostR)
+		m := startManager(hostR, "--apply-row-writes-per-second=10")
 		// Host B's manager is the fleet coordinator once host R's is killed. Its stand-in for
 		// a lost host waits twice its takeover timeout; a long one here lets the returning
 		// agent resume however slowly this spec's own kubectl calls run on a loaded machine.
@@ -421,7 +423,7 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 
 	It("says a host's pages were not written when its manager is killed while writing them, removes the part written, and still applies the plan", func() {
 		const hostP = "fleet-e2e-host-p"
-		const rows = 600
+		const rows = 200
 		// One row per page: the pages take long enough to be cut short.
 		m := startManager(hostP, "--plan-page-rows=1")
 		waitAgents(hostP)
