@@ -201,6 +201,14 @@ var _ = BeforeSuite(func() {
 // agentNamespace holds the hosts' coordination Leases in this suite.
 const agentNamespace = "fleet-system"
 
+// The pull requests a spec left open are closed after its own cleanups; an ordered
+// container's, after the next spec outside one (testfleet.ClosePulls says why).
+var _ = BeforeEach(func() {
+	if !CurrentSpecReport().IsInOrderedContainer {
+		DeferCleanup(testfleet.ClosePulls, srv, repo)
+	}
+})
+
 var _ = AfterEach(func() {
 	if CurrentSpecReport().Failed() {
 		anyFailed = true

@@ -163,6 +163,14 @@ var _ = BeforeSuite(func() {
 	}).Should(Succeed())
 })
 
+// The pull requests a spec left open are closed after its own cleanups; an ordered
+// container's, after the next spec outside one (testfleet.ClosePulls says why).
+var _ = BeforeEach(func() {
+	if !CurrentSpecReport().IsInOrderedContainer {
+		DeferCleanup(testfleet.ClosePulls, srv, repo)
+	}
+})
+
 var _ = AfterEach(func() {
 	if CurrentSpecReport().Failed() {
 		anyFailed = true

@@ -60,6 +60,17 @@ func StopGitea(srv *testgitea.Server, keep bool, suite string) {
 	}
 }
 
+// ClosePulls closes every pull request left open in repo, for a spec's cleanup. Gitea
+// tests each open pull request into a branch again whenever that branch moves, so pull
+// requests that earlier specs left open would make every later merge or commit to the
+// default branch dearer, and slow down the heads that later specs wait for.
+func ClosePulls(srv *testgitea.Server, repo string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := srv.CloseOpenPulls(ctx, repo)
+	return err
+}
+
 // Wiring is what a suite's manager runs besides its own additions: this host's agent and
 // the fleet coordinator, the WorkerRegistration reconciler, and, with a Gitea client,
 // the TaskClaim reconciler, each wired as cmd/setup.go wires the shipped manager.

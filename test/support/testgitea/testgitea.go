@@ -427,6 +427,37 @@ func (s *Server) SetState(ctx context.Context, repo string, number int64, state 
 	return nil
 }
 
+// CloseOpenPulls closes every open pull request of repo (as the administrator) and
+// returns how many it closed. Gitea tests every open pull request into a branch again
+// each time that branch moves, so a suite that leaves its pull requests open pays for
+// all of them at every later merge or commit to the default branch.
+func (s *Server) CloseOpenPulls(ctx context.Context, repo string) (int, error) {
+	owner, name, err := split(repo)
+	if err != nil {
+		return 0, err
+	}
+	closed := gitea.StateClosed
+	n := 0
+	for range 100 {
+		// Always the first page: each pass closes what it lists.
+		open, _, err := s.Admin(ctx).ListRepoPullRequests(owner, name, gitea.ListPullRequestsOptions{
+			ListOptions: gitea.ListOptions{Page: 1, PageSize: 50}, State: gitea.StateOpen})
+		if err != nil {
+			return n, fmt.Errorf("listing the open pull requests of %s: %w", repo, err)
+		}
+		if len(open) == 0 {
+			return n, nil
+		}
+		for _, pr := range open {
+			if _, _, err := s.Admin(ctx).EditPullRequest(owner, name, pr.Index, gitea.EditPullRequestOption{State: &closed}); err != nil {
+				return n, fmt.Errorf("closing %s#%d: %w", repo, pr.Index, err)
+			}
+			n++
+		}
+	}
+	return n, fmt.Errorf("%s still has open pull requests after closing %d", repo, n)
+}
+
 // Assign assigns an issue or pull request to logins (as the administrator).
 func (s *Server) Assign(ctx context.Context, repo string, number int64, logins ...string) error {
 	owner, name, err := split(repo)
