@@ -162,6 +162,9 @@ func run(o options) error {
 	if o.pageRows < 1 || o.pageRows > retirement.PageMaxRows {
 		return fmt.Errorf("--plan-page-rows must be between 1 and %d, got %d", retirement.PageMaxRows, o.pageRows)
 	}
+	if o.takeover < retirement.MinTakeoverTimeout {
+		return fmt.Errorf("--apply-takeover-timeout must be at least %s, got %s", retirement.MinTakeoverTimeout, o.takeover)
+	}
 	rowWrites, err := rowWriteLimiter(o.rowWrites, o.takeover)
 	if err != nil {
 		return err

@@ -79,7 +79,7 @@ func TestMetricsURL(t *testing.T) {
 }
 
 func TestRunRefusesBadFlags(t *testing.T) {
-	good := options{claimTTL: time.Hour, concurrency: 1, maxOpenClaims: 4, pageRows: 500}
+	good := options{claimTTL: time.Hour, concurrency: 1, maxOpenClaims: 4, pageRows: 500, takeover: time.Minute}
 	for name, tc := range map[string]struct {
 		edit func(*options)
 		want string
@@ -89,6 +89,7 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		"open claims":        {func(o *options) { o.maxOpenClaims = 0 }, "--max-open-claims-per-worker must be at least 1, got 0"},
 		"no page rows":       {func(o *options) { o.pageRows = 0 }, "--plan-page-rows must be between 1 and 500, got 0"},
 		"page rows too many": {func(o *options) { o.pageRows = 501 }, "--plan-page-rows must be between 1 and 500, got 501"},
+		"takeover too short": {func(o *options) { o.takeover = 4 * time.Second }, "--apply-takeover-timeout must be at least 5s, got 4s"},
 		"negative pace":      {func(o *options) { o.rowWrites = -1 }, "--apply-row-writes-per-second must be 0 (no pace) or a positive number, got -1"},
 		"pace too slow": {func(o *options) { o.rowWrites, o.takeover = 0.01, time.Minute },
 			"--apply-row-writes-per-second 0.01 leaves 1m40s between two rows, more than a third of --apply-takeover-timeout (1m0s)"},

@@ -48,6 +48,12 @@ const ConditionApplyInterrupted = "ApplyInterrupted"
 // another applier may take it over.
 const DefaultTakeoverTimeout = 60 * time.Second
 
+// MinTakeoverTimeout is the shortest takeover timeout a manager accepts. The applier
+// renews its hold three times per timeout, each renewal a write of the host plan's
+// status, which can carry thousands of intended rows; a shorter timeout would let a
+// loaded API server's slow answer pass for a dead applier.
+const MinTakeoverTimeout = 5 * time.Second
+
 // Progress is an apply's recorded intent and hold (status.applyProgress).
 type Progress struct {
 	// State is ApplyInProgress or ApplyFinished; "" means no apply started.
