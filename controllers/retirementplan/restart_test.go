@@ -11,6 +11,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"golang.org/x/time/rate"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -610,6 +611,39 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		}
 		Expect(getPlan(p).ResourceVersion).To(Equal(rv))
 		Expect(getPlan(hp).ResourceVersion).To(Equal(rvHost))
+	})
+
+	It("paces its row writes when told to (--apply-row-writes-per-second), and still retires every row", func() {
+		ns := newNamespace()
+		rows := deadRowsOf(ns)
+		p := newPlanObj(ns, "direct-paced")
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		var mu sync.Mutex
+		var turns []time.Time
+		const perSecond = 2
+		a := startPlanManager(p, "agent-a", 0, func(r *planReconcilers, l *writeLog) {
+			r.RowWrites = rate.NewLimiter(perSecond, 1)
+			r.BeforeWrite = func(_ context.Context, worker string) {
+				mu.Lock()
+				turns = append(turns, time.Now())
+				mu.Unlock()
+				l.reach(worker)
+			}
+		})
+		p = waitOutcome(p, fleetv1alpha1.OutcomePlanned)
+		Expect(approve(gitops(), p)).To(Succeed())
+		p = waitFleetApplied(p)
+		Expect(p.Status.RetiredCount).To(BeEquivalentTo(len(rows)))
+		Expect(a.log.Written()).To(Equal(names(rows)))
+		mu.Lock()
+		defer mu.Unlock()
+		Expect(turns).To(HaveLen(len(rows)))
+		// A limiter of two a second, one at a time, lets the first row go at once and each
+		// next one half a second after the one before; unpaced, five rows take a fraction
+		// of that.
+		span := turns[len(turns)-1].Sub(turns[0])
+		Expect(span).To(BeNumerically(">=", time.Duration(len(rows)-1)*time.Second/perSecond-100*time.Millisecond),
+			"%d rows reached within %s", len(rows), span)
 	})
 
 	It("lets a second applier that finds the apply held change nothing, and the holder's report stands", func() {
