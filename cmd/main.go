@@ -393,10 +393,10 @@ func rowWriteLimiter(perSecond float64, takeover time.Duration) (*rate.Limiter, 
 	case perSecond < 0 || math.IsNaN(perSecond) || math.IsInf(perSecond, 0):
 		return nil, fmt.Errorf("--apply-row-writes-per-second must be 0 (no pace) or a positive number, got %g", perSecond)
 	}
-	if takeover <= 0 {
-		takeover = retirement.DefaultTakeoverTimeout
-	}
-	if gap := time.Duration(float64(time.Second) / perSecond); gap > takeover/3 {
+	if gap := time.Duration(float64(time.Second) / perSecond); gap > retirement.MaxRenewInterval(takeover) {
+		if takeover <= 0 {
+			takeover = retirement.DefaultTakeoverTimeout
+		}
 		return nil, fmt.Errorf("--apply-row-writes-per-second %g leaves %s between two rows, more than a third of --apply-takeover-timeout (%s): the apply's hold could lapse while it waits",
 			perSecond, gap, takeover)
 	}

@@ -146,14 +146,21 @@ func DecideApplier(p Progress, me string, now time.Time, timeout time.Duration) 
 // is re-checked (base), and at least three times per takeover timeout, so a hold never
 // lapses while its applier is writing.
 func RenewCadence(base Recheck, timeout time.Duration) Recheck {
+	c := base
+	if most := MaxRenewInterval(timeout); c.Interval <= 0 || c.Interval > most {
+		c.Interval = most
+	}
+	return c
+}
+
+// MaxRenewInterval is the longest a running apply may go between two renewals of its
+// hold: a third of the takeover timeout (zero: DefaultTakeoverTimeout). The hold is
+// renewed between two rows, so a pace of row writes slower than this could let it lapse.
+func MaxRenewInterval(timeout time.Duration) time.Duration {
 	if timeout <= 0 {
 		timeout = DefaultTakeoverTimeout
 	}
-	c := base
-	if c.Interval <= 0 || c.Interval > timeout/3 {
-		c.Interval = timeout / 3
-	}
-	return c
+	return timeout / 3
 }
 
 // Interrupted is what a takeover knows when it completes the report of an apply that
