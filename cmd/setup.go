@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/giteatools/fleet-controller/controllers/gitearepository"
+	"github.com/giteatools/fleet-controller/controllers/giteaserver"
 	"github.com/giteatools/fleet-controller/controllers/retirementplan"
 	"github.com/giteatools/fleet-controller/controllers/taskclaim"
 	"github.com/giteatools/fleet-controller/controllers/workerregistration"
@@ -107,6 +110,26 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		AgentNamespace: cfg.agentNamespace,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("workerregistration controller: %w", err)
+	}
+	// The Gitea servers and repositories the fleet works on: their Ready conditions. Their
+	// tokens are read from the controller's own namespace.
+	dialer := &giteaserver.Dialer{Reader: mgr.GetAPIReader(), Namespace: cfg.agentNamespace}
+	if err := (&giteaserver.Reconciler{
+		Client:      mgr.GetClient(),
+		Dialer:      dialer,
+		Recorder:    mgr.GetEventRecorder("giteaserver-controller"),
+		Coordinator: coordinator,
+	}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("giteaserver controller: %w", err)
+	}
+	if err := (&gitearepository.Reconciler{
+		Client:               mgr.GetClient(),
+		Dialer:               dialer,
+		Recorder:             mgr.GetEventRecorder("gitearepository-controller"),
+		Coordinator:          coordinator,
+		CredentialsNamespace: cfg.gatewayCredentials,
+	}).SetupWithManager(context.Background(), mgr); err != nil {
+		return fmt.Errorf("gitearepository controller: %w", err)
 	}
 	registrations, err := reglist.New(mgr.GetConfig(), mgr.GetHTTPClient(), mgr.GetScheme())
 	if err != nil {

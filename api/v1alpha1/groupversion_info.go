@@ -1,5 +1,6 @@
 // Package v1alpha1 contains the fleet.giteatools.dev/v1alpha1 API: WorkerRegistration,
-// RetirementPlan and TaskClaim.
+// RetirementPlan and TaskClaim, and the Gitea servers and repositories the fleet works
+// on (GiteaServer, GiteaRepository).
 //
 // +kubebuilder:object:generate=true
 // +groupName=fleet.giteatools.dev
@@ -29,6 +30,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&RetirementPlan{}, &RetirementPlanList{},
 		&RetirementPlanPage{}, &RetirementPlanPageList{},
 		&TaskClaim{}, &TaskClaimList{},
+		&GiteaServer{}, &GiteaServerList{},
+		&GiteaRepository{}, &GiteaRepositoryList{},
 	)
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil

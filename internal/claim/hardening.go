@@ -36,26 +36,59 @@ type GiteaSetup struct {
 // CVE-2026-25714), which the worker's read-only token depends on.
 const MinGiteaVersion = "1.27.3"
 
+// What a hardening finding is about.
+const (
+	// FindingWorkerAdmin: a worker identity is a site administrator.
+	FindingWorkerAdmin = "WorkerAdmin"
+	// FindingOldVersion: the server is older than MinGiteaVersion, or says no version.
+	FindingOldVersion = "OldVersion"
+	// FindingUnprotected: the default branch is unknown, unprotected, or open to every
+	// writer.
+	FindingUnprotected = "Unprotected"
+	// FindingWorkerMayPush: a worker identity is on the default branch's push allowlist.
+	FindingWorkerMayPush = "WorkerMayPush"
+)
+
+// Finding is one way a worker could write around the gateway.
+type Finding struct {
+	// Kind is one of the Finding* constants.
+	Kind string
+	// Message says what was found, in the terms of docs/gateway.md.
+	Message string
+}
+
 // CheckHardening lists what in a Gitea setup lets a worker write around the gateway, in
 // the terms of docs/gateway.md: the default branch must be protected, only an allowlist
 // without worker identities may push to it, and no worker identity may be a site
 // administrator (who bypasses every rule). An empty list means nothing was found.
 func CheckHardening(s GiteaSetup) []string {
-	var out []string
+	findings := Hardening(s)
+	out := make([]string, 0, len(findings))
+	for _, f := range findings {
+		out = append(out, f.Message)
+	}
+	return out
+}
+
+// Hardening is CheckHardening with each finding's kind: administrators first (by login),
+// then the version, then the default branch's protection.
+func Hardening(s GiteaSetup) []Finding {
+	var out []Finding
 	workers := make([]string, 0, len(s.Workers))
-	for w, admin := range s.Workers {
+	for w := range s.Workers {
 		workers = append(workers, w)
-		if admin {
-			out = append(out, fmt.Sprintf("worker identity %s is a Gitea site administrator: it bypasses branch protection", w))
-		}
 	}
 	slices.Sort(workers)
-	slices.Sort(out)
+	for _, w := range workers {
+		if s.Workers[w] {
+			out = append(out, Finding{FindingWorkerAdmin, fmt.Sprintf("worker identity %s is a Gitea site administrator: it bypasses branch protection", w)})
+		}
+	}
 	if !versionAtLeast(s.Version, MinGiteaVersion) {
-		out = append(out, fmt.Sprintf("Gitea %q is older than %s, whose token-scope fixes the worker's read-only token relies on", s.Version, MinGiteaVersion))
+		out = append(out, Finding{FindingOldVersion, fmt.Sprintf("Gitea %q is older than %s, whose token-scope fixes the worker's read-only token relies on", s.Version, MinGiteaVersion)})
 	}
 	if s.DefaultBranch == "" {
-		return append(out, "the repository's default branch is unknown")
+		return append(out, Finding{FindingUnprotected, "the repository's default branch is unknown"})
 	}
 	var rule *BranchRule
 	for i, r := range s.Rules {
@@ -66,18 +99,21 @@ func CheckHardening(s GiteaSetup) []string {
 	}
 	switch {
 	case rule == nil:
-		out = append(out, fmt.Sprintf("the default branch %s is not protected: any writer, every worker identity among them, can push to it", s.DefaultBranch))
+		out = append(out, Finding{FindingUnprotected, fmt.Sprintf("the default branch %s is not protected: any writer, every worker identity among them, can push to it", s.DefaultBranch)})
 	case rule.EnablePush && !rule.PushAllowlistOn:
-		out = append(out, fmt.Sprintf("the protection of %s lets every writer push to it, every worker identity among them", s.DefaultBranch))
+		out = append(out, Finding{FindingUnprotected, fmt.Sprintf("the protection of %s lets every writer push to it, every worker identity among them", s.DefaultBranch)})
 	case rule.EnablePush:
 		for _, w := range workers {
 			if slices.ContainsFunc(rule.PushAllowlist, func(l string) bool { return strings.EqualFold(l, w) }) {
-				out = append(out, fmt.Sprintf("worker identity %s may push to %s (push allowlist)", w, s.DefaultBranch))
+				out = append(out, Finding{FindingWorkerMayPush, fmt.Sprintf("worker identity %s may push to %s (push allowlist)", w, s.DefaultBranch)})
 			}
 		}
 	}
 	return out
 }
+
+// VersionSupported says whether a server reporting version is at least MinGiteaVersion.
+func VersionSupported(version string) bool { return versionAtLeast(version, MinGiteaVersion) }
 
 // versionAtLeast reports whether version (as Gitea reports it: "1.27.3", "v1.28.0-dev+12")
 // is at least min, by semantic-version precedence (a pre-release is older than its

@@ -1,0 +1,248 @@
+// Package gitearepository holds the GiteaRepository reconciler: it resolves each
+// repository on its GiteaServer to the Gitea repository ID (once; the ID is the key from
+// then on, so a rename in Gitea changes nothing), checks that the default branch is
+// protected so that no worker identity can write around the gateway, and records the
+// verdict (internal/forge) as the repository's Ready condition.
+//
+// One writer: every manager runs the reconciler, and only the fleet coordinator checks
+// and writes.
+package gitearepository
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/controllers/giteaserver"
+	"github.com/giteatools/fleet-controller/internal/conditions"
+	"github.com/giteatools/fleet-controller/internal/forge"
+)
+
+// serverIndex indexes GiteaRepositories by spec.server.
+const serverIndex = "spec.server"
+
+// Reconciler checks GiteaRepositories.
+type Reconciler struct {
+	Client   client.Client
+	Dialer   *giteaserver.Dialer
+	Recorder events.EventRecorder
+	// Coordinator gates the writes: only its holder checks (nil: always).
+	Coordinator giteaserver.Coordinator
+	// CredentialsNamespace holds the gateway's credential Secrets: their logins are the
+	// worker identities the hardening check looks for.
+	CredentialsNamespace string
+	// Interval between checks of a Ready repository, and Retry between checks of one that
+	// is not (giteaserver.DefaultInterval and RetryInterval when zero).
+	Interval, Retry time.Duration
+}
+
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=gitearepositories,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=gitearepositories/status,verbs=get;update;patch
+
+// SetupWithManager registers the reconciler: a repository is checked when its spec
+// changes, when its server's status or spec does, and when another repository of its
+// namespace on the same server changes (which may make it a duplicate, or no longer one).
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleetv1alpha1.GiteaRepository{}, serverIndex, func(o client.Object) []string {
+		return []string{o.(*fleetv1alpha1.GiteaRepository).Spec.Server}
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&fleetv1alpha1.GiteaRepository{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&fleetv1alpha1.GiteaServer{}, handler.EnqueueRequestsFromMapFunc(r.ofServer)).
+		Watches(&fleetv1alpha1.GiteaRepository{}, handler.EnqueueRequestsFromMapFunc(r.siblings)).
+		Named("gitearepository").
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
+		Complete(r)
+}
+
+// ofServer maps a GiteaServer to the repositories on it.
+func (r *Reconciler) ofServer(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.list(ctx, client.MatchingFields{serverIndex: o.GetName()}, nil, nil)
+}
+
+// siblings maps a repository to the other repositories of its namespace on its server.
+func (r *Reconciler) siblings(ctx context.Context, o client.Object) []reconcile.Request {
+	repo, ok := o.(*fleetv1alpha1.GiteaRepository)
+	if !ok {
+		return nil
+	}
+	return r.list(ctx, client.MatchingFields{serverIndex: repo.Spec.Server}, client.InNamespace(repo.Namespace),
+		func(other *fleetv1alpha1.GiteaRepository) bool { return other.Name != repo.Name })
+}
+
+func (r *Reconciler) list(ctx context.Context, match client.MatchingFields, ns client.ListOption, keep func(*fleetv1alpha1.GiteaRepository) bool) []reconcile.Request {
+	list := &fleetv1alpha1.GiteaRepositoryList{}
+	opts := []client.ListOption{match}
+	if ns != nil {
+		opts = append(opts, ns)
+	}
+	if err := r.Client.List(ctx, list, opts...); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if keep == nil || keep(&list.Items[i]) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
+}
+
+// Reconcile checks one repository and records what it found when that changed.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	repo := &fleetv1alpha1.GiteaRepository{}
+	if err := r.Client.Get(ctx, req.NamespacedName, repo); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.Coordinator != nil && !r.Coordinator.Held() {
+		return ctrl.Result{RequeueAfter: giteaserver.Next(false, r.Interval, r.Retry)}, nil
+	}
+	facts, err := r.check(ctx, repo)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	v := forge.JudgeRepository(facts)
+	before := repo.Status.DeepCopy()
+	was := conditionOf(repo)
+	conditions.Set(&repo.Status.Conditions, repo.Generation, fleetv1alpha1.ReadyCondition, v.Ready, v.Reason, v.Message)
+	repo.Status.ObservedGeneration = repo.Generation
+	if repo.Status.RepositoryID == 0 && facts.ID > 0 {
+		repo.Status.RepositoryID = facts.ID // resolved once: the key from now on
+	}
+	if facts.FullName != "" {
+		repo.Status.FullName = facts.FullName
+	}
+	if facts.Setup != nil {
+		repo.Status.DefaultBranch = facts.Setup.DefaultBranch
+	}
+	if !equality.Semantic.DeepEqual(before, &repo.Status) {
+		if err := r.Client.Status().Update(ctx, repo); err != nil {
+			return ctrl.Result{}, err
+		}
+		if was == nil || was.Ready != v.Ready || was.Reason != v.Reason {
+			kind := corev1.EventTypeNormal
+			if !v.Ready {
+				kind = corev1.EventTypeWarning
+			}
+			r.Recorder.Eventf(repo, nil, kind, v.Reason, "Check", "%s", v.Message)
+		}
+		log.FromContext(ctx).Info("Checked Gitea repository", "ready", v.Ready, "reason", v.Reason, "id", repo.Status.RepositoryID)
+	}
+	return ctrl.Result{RequeueAfter: giteaserver.Next(v.Ready, r.Interval, r.Retry)}, nil
+}
+
+// check reads what JudgeRepository decides on: the server and its verdict, then, on a
+// Ready server, the repository, its siblings and its hardening setup.
+func (r *Reconciler) check(ctx context.Context, repo *fleetv1alpha1.GiteaRepository) (forge.RepositoryFacts, error) {
+	f := forge.RepositoryFacts{Server: repo.Spec.Server}
+	srv := &fleetv1alpha1.GiteaServer{}
+	switch err := r.Client.Get(ctx, client.ObjectKey{Name: repo.Spec.Server}, srv); {
+	case apierrors.IsNotFound(err):
+		f.ServerMissing = true
+		return f, nil
+	case err != nil:
+		return f, err
+	}
+	if f.ServerVerdict = giteaserver.Verdict(srv); f.ServerVerdict == nil || !f.ServerVerdict.Ready {
+		return f, nil
+	}
+	c, dialFacts, err := r.Dialer.Dial(ctx, srv)
+	switch {
+	case err != nil:
+		return f, err
+	case c == nil: // the server's Secret or CA changed since its own check
+		v := forge.JudgeServer(dialFacts)
+		f.ServerVerdict = &v
+		return f, nil
+	}
+	logins, err := r.workerLogins(ctx)
+	if err != nil {
+		return f, err
+	}
+	f = c.RepositoryFacts(ctx, f, repo.Status.RepositoryID, repo.Spec.Owner, repo.Spec.Name, logins)
+	if f.ID > 0 {
+		if f.Duplicate, err = r.olderTwin(ctx, repo, f); err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+// workerLogins lists the logins of the gateway's credential Secrets: the worker identities.
+func (r *Reconciler) workerLogins(ctx context.Context) ([]string, error) {
+	list := &corev1.SecretList{}
+	if err := r.Dialer.Reader.List(ctx, list, client.InNamespace(r.CredentialsNamespace), client.HasLabels{fleetv1alpha1.GiteaLoginLabel}); err != nil {
+		return nil, err
+	}
+	var logins []string
+	for _, s := range list.Items {
+		if l := s.Labels[fleetv1alpha1.GiteaLoginLabel]; l != "" && !slices.Contains(logins, l) {
+			logins = append(logins, l)
+		}
+	}
+	slices.Sort(logins)
+	return logins, nil
+}
+
+// olderTwin names the oldest other GiteaRepository of repo's namespace on the same
+// server that resolved to the same repository (by ID, or, before it resolved, by the
+// same owner and name, as Gitea compares them), if it is older than repo ("" if none).
+func (r *Reconciler) olderTwin(ctx context.Context, repo *fleetv1alpha1.GiteaRepository, f forge.RepositoryFacts) (string, error) {
+	list := &fleetv1alpha1.GiteaRepositoryList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(repo.Namespace), client.MatchingFields{serverIndex: repo.Spec.Server}); err != nil {
+		return "", err
+	}
+	var oldest *fleetv1alpha1.GiteaRepository
+	for i := range list.Items {
+		o := &list.Items[i]
+		same := o.Status.RepositoryID == f.ID ||
+			(o.Status.RepositoryID == 0 && strings.EqualFold(o.Spec.Owner+"/"+o.Spec.Name, f.FullName))
+		if o.UID == repo.UID || !same || !olderThan(o, repo) {
+			continue
+		}
+		if oldest == nil || olderThan(o, oldest) {
+			oldest = o
+		}
+	}
+	if oldest == nil {
+		return "", nil
+	}
+	return oldest.Name, nil
+}
+
+// olderThan orders repositories by creation, then by name.
+func olderThan(a, b *fleetv1alpha1.GiteaRepository) bool {
+	ta, tb := a.CreationTimestamp.Time, b.CreationTimestamp.Time
+	if !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	return a.Name < b.Name
+}
+
+// conditionOf reads the repository's recorded Ready condition (nil when none).
+func conditionOf(repo *fleetv1alpha1.GiteaRepository) *forge.Verdict {
+	for _, c := range repo.Status.Conditions {
+		if c.Type == fleetv1alpha1.ReadyCondition {
+			return &forge.Verdict{Ready: c.Status == "True", Reason: c.Reason, Message: c.Message}
+		}
+	}
+	return nil
+}

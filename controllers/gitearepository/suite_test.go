@@ -1,0 +1,92 @@
+package gitearepository_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/giteatools/fleet-controller/controllers/gitearepository"
+	"github.com/giteatools/fleet-controller/controllers/giteaserver"
+	"github.com/giteatools/fleet-controller/internal/hostagent"
+	"github.com/giteatools/fleet-controller/test/support/testenv"
+	"github.com/giteatools/fleet-controller/test/support/testfleet"
+	"github.com/giteatools/fleet-controller/test/support/testgitea"
+)
+
+// The suite runs the GiteaServer and GiteaRepository reconcilers in a manager against
+// envtest's kube-apiserver and a real Gitea, and reads what they record with a cacheless
+// client. Both check again every second (every half second when not Ready), so a change
+// made in Gitea shows without a spec change.
+const (
+	// controllerNamespace is the controller's own namespace: token Secrets live there.
+	controllerNamespace = "fleet-system"
+	// credentialsNamespace holds the gateway's credential Secrets (the worker logins).
+	credentialsNamespace = "fleet-credentials"
+	agentNamespace       = "fleet-agents"
+)
+
+var (
+	env       *testenv.Env
+	k8sClient client.Client
+	forgeSrv  *testgitea.Server
+	ctx       context.Context
+	cancel    context.CancelFunc
+)
+
+func TestGiteaRepository(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "GiteaServer and GiteaRepository suite (envtest kube-apiserver + real Gitea)")
+}
+
+var _ = BeforeSuite(func() {
+	testenv.SetLogger(GinkgoWriter)
+	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
+	ctx, cancel = context.WithCancel(context.Background())
+	var err error
+	forgeSrv, _, err = testfleet.StartGitea(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	env, err = testenv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient = env.Client
+	for _, ns := range []string{controllerNamespace, credentialsNamespace} {
+		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	}
+
+	mgr, err := env.NewManager(ctrl.Options{})
+	Expect(err).NotTo(HaveOccurred())
+	facts, err := testenv.HostFacts("gitea-suite-host")
+	Expect(err).NotTo(HaveOccurred())
+	elections, err := hostagent.Campaign(mgr, agentNamespace, facts.HostID, testenv.AgentTimings)
+	Expect(err).NotTo(HaveOccurred())
+	dialer := &giteaserver.Dialer{Reader: mgr.GetAPIReader(), Namespace: controllerNamespace}
+	Expect((&giteaserver.Reconciler{
+		Client: mgr.GetClient(), Dialer: dialer, Recorder: mgr.GetEventRecorder("giteaserver-controller"),
+		Coordinator: elections.Coordinator, Interval: time.Second, Retry: 500 * time.Millisecond,
+	}).SetupWithManager(mgr)).To(Succeed())
+	Expect((&gitearepository.Reconciler{
+		Client: mgr.GetClient(), Dialer: dialer, Recorder: mgr.GetEventRecorder("gitearepository-controller"),
+		Coordinator: elections.Coordinator, CredentialsNamespace: credentialsNamespace,
+		Interval: time.Second, Retry: 500 * time.Millisecond,
+	}).SetupWithManager(ctx, mgr)).To(Succeed())
+	go func() {
+		defer GinkgoRecover()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+	Eventually(elections.Coordinator.Held).Should(BeTrue(), "the manager is the fleet coordinator")
+})
+
+var _ = AfterSuite(func() {
+	if cancel != nil {
+		cancel()
+	}
+	Expect(env.Stop()).To(Succeed())
+	testfleet.StopGitea(forgeSrv, CurrentSpecReport().Failed(), "GiteaRepository")
+})

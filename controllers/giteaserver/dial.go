@@ -1,0 +1,114 @@
+package giteaserver
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"golang.org/x/time/rate"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/forge"
+	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+)
+
+// Dialer makes the controller's Gitea clients for GiteaServers: the token from the
+// server's Secret in the controller's namespace, the server's CA bundle, and one request
+// budget per server that every client of that server shares.
+type Dialer struct {
+	// Reader reads the token Secrets, uncached: the manager keeps no informer on Secrets.
+	Reader client.Reader
+	// Namespace is the controller's own namespace, the only one tokens are read from.
+	Namespace string
+
+	mu       sync.Mutex
+	limiters map[string]*budget
+}
+
+// budget is one server's request budget, kept while its rate stays the same.
+type budget struct {
+	rps     int32
+	limiter *rate.Limiter
+}
+
+// Dial returns a client for srv, or the facts that say why none could be made (the
+// token Secret or the CA bundle).
+func (d *Dialer) Dial(ctx context.Context, srv *fleetv1alpha1.GiteaServer) (*giteaclaim.Client, forge.ServerFacts, error) {
+	var f forge.ServerFacts
+	ref := srv.Spec.TokenSecretRef
+	key := ref.Key
+	if key == "" {
+		key = "token"
+	}
+	secret := &corev1.Secret{}
+	err := d.Reader.Get(ctx, types.NamespacedName{Namespace: d.Namespace, Name: ref.Name}, secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		f.TokenProblem = fmt.Sprintf("there is no Secret %s/%s", d.Namespace, ref.Name)
+		return nil, f, nil
+	case err != nil:
+		return nil, f, fmt.Errorf("reading the token Secret %s/%s: %w", d.Namespace, ref.Name, err)
+	}
+	token := string(secret.Data[key])
+	if token == "" {
+		f.TokenProblem = fmt.Sprintf("the Secret %s/%s holds no token under the key %q", d.Namespace, ref.Name, key)
+		return nil, f, nil
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	if len(srv.Spec.CABundle) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(srv.Spec.CABundle) {
+			f.CAProblem = "spec.caBundle holds no PEM certificate"
+			return nil, f, nil
+		}
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	hc := &http.Client{Timeout: giteaclaim.DefaultRequestTimeout, Transport: &paced{next: transport, limiter: d.limiter(srv)}}
+	c, err := giteaclaim.New(srv.Spec.URL, token, giteaclaim.WithHTTPClient(hc))
+	if err != nil { // the schema admits only URLs New accepts; a token with a newline would not
+		f.TokenProblem = err.Error()
+		return nil, f, nil
+	}
+	return c, f, nil
+}
+
+// limiter is srv's request budget: shared by every client of the server, and made anew
+// when its rate changes.
+func (d *Dialer) limiter(srv *fleetv1alpha1.GiteaServer) *rate.Limiter {
+	rps := srv.Spec.RequestsPerSecond
+	if rps <= 0 {
+		rps = 20
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.limiters == nil {
+		d.limiters = map[string]*budget{}
+	}
+	b := d.limiters[srv.Name]
+	if b == nil || b.rps != rps {
+		b = &budget{rps: rps, limiter: rate.NewLimiter(rate.Limit(rps), int(rps))}
+		d.limiters[srv.Name] = b
+	}
+	return b.limiter
+}
+
+// paced waits for the server's budget before each request.
+type paced struct {
+	next    http.RoundTripper
+	limiter *rate.Limiter
+}
+
+// RoundTrip implements http.RoundTripper.
+func (p *paced) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := p.limiter.Wait(req.Context()); err != nil {
+		return nil, fmt.Errorf("waiting for the server's request budget: %w", err)
+	}
+	return p.next.RoundTrip(req)
+}
