@@ -8,6 +8,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -339,4 +341,29 @@ var _ = Describe("GiteaRepository", func() {
 		Eventually(readyOf(s)).Should(HaveField("Reason", fleetv1alpha1.ReasonServerConnected))
 		Eventually(readyOf(r)).Should(HaveField("Reason", fleetv1alpha1.ReasonRepositoryResolved))
 	})
+
+	It("is read by the workers of its namespace, who can change none of it", func() {
+		ns, err := env.NewNamespace(ctx, "workers")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(k8sClient.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fleet-worker-w", Namespace: ns},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleet-worker"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "w", Namespace: ns}}})).To(Succeed())
+		user, groups := testenv.ServiceAccount(ns, "w")
+		worker, err := env.Impersonate(user, groups...)
+		Expect(err).NotTo(HaveOccurred())
+		r := newRepository(ns, "gitea-a", "acme/app")
+
+		Eventually(func() error {
+			return worker.List(ctx, &fleetv1alpha1.GiteaRepositoryList{}, client.InNamespace(ns))
+		}).Should(Succeed())
+		mine := &fleetv1alpha1.GiteaRepository{}
+		Expect(worker.Get(ctx, client.ObjectKeyFromObject(r), mine)).To(Succeed())
+		mine.Spec.MaxActiveClaims = ptrTo(int32(1))
+		Expect(apierrors.IsForbidden(worker.Update(ctx, mine))).To(BeTrue(), "a worker changes no repository")
+		Expect(apierrors.IsForbidden(worker.List(ctx, &fleetv1alpha1.GiteaRepositoryList{}, client.InNamespace("default")))).To(BeTrue(),
+			"nor reads another namespace's")
+		Expect(apierrors.IsForbidden(worker.List(ctx, &fleetv1alpha1.GiteaServerList{}))).To(BeTrue(), "nor the servers")
+	})
 })
+
+func ptrTo[T any](v T) *T { return &v }

@@ -56,6 +56,7 @@ var _ = BeforeSuite(func() {
 	env, err = testenv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
+	Expect(env.InstallManifests(ctx)).To(Succeed()) // the fleet-worker ClusterRole among them
 	for _, ns := range []string{controllerNamespace, credentialsNamespace} {
 		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	}
