@@ -101,9 +101,9 @@ func main() {
 	flag.StringVar(&o.hostIDFile, "host-id-file", "/etc/machine-id", "File holding this host's machine id; liveness is only proven for rows of this host.")
 	flag.StringVar(&o.hostID, "host-id", "", "This host's machine id (overrides --host-id-file).")
 	flag.StringVar(&o.procRoot, "proc-root", "/", "Root under which proc/ and etc/ of the host are found (a node agent mounts the host here).")
-	flag.StringVar(&o.giteaURL, "gitea-url", "", "Base URL of the Gitea server (for example http://127.0.0.1:3000). Empty disables task claims.")
+	flag.StringVar(&o.giteaURL, "gitea-url", "", "Base URL of the Gitea server of --repository (for example http://127.0.0.1:3000). Empty: claims are decided in GiteaRepository objects only, and the gateway is off.")
 	flag.StringVar(&o.giteaTokenFile, "gitea-token-file", "", "File holding the Gitea API token of the controller's account. The token is never logged or written to status.")
-	flag.StringVar(&o.repository, "repository", "", "Canonical owner/name repository the fleet works on; default binding for RetirementPlans and the only repository task claims may target.")
+	flag.StringVar(&o.repository, "repository", "", "Canonical owner/name repository on --gitea-url: the default binding of RetirementPlans, served to task claims of every namespace whose GiteaRepositories do not name it, and the repository the gateway serves. Other repositories are GiteaRepository objects.")
 	flag.DurationVar(&o.claimTTL, "claim-ttl", 2*time.Hour, "Lifetime of an activated task capability.")
 	flag.IntVar(&o.concurrency, "taskclaim-concurrency", taskclaim.DefaultConcurrency,
 		"How many TaskClaims are reconciled at once. A claim mostly waits for Gitea and the API server, so claims made together overlap that wait; lower it to spare a small Gitea. The per-target Lease compare-and-swap keeps each target's claim exclusive at any value.")

@@ -33,7 +33,8 @@ type config struct {
 	hostID string
 	// procRoot is where the host's /proc and /etc are mounted ("/" locally).
 	procRoot string
-	// giteaURL and giteaToken reach Gitea; task claims are disabled without them.
+	// giteaURL and giteaToken reach the Gitea server of repository, the flags' repository
+	// (claims in GiteaRepositories need neither).
 	giteaURL, giteaToken string
 	// repository is the canonical owner/name repository of the fleet.
 	repository string
@@ -177,18 +178,41 @@ func setup(mgr ctrl.Manager, cfg config) error {
 			return fmt.Errorf("capability endpoint: %w", err)
 		}
 	}
-	// Without Gitea no claim can be published, so no claim could ever activate: the
-	// reconciler is not started and claims stay Pending (the log says why).
+	// Claims are decided in the GiteaRepositories of their namespace, and in the repository
+	// the --gitea-url and --repository flags name, if any. The gateway, its doctor and the
+	// sweep of orphaned Gitea records serve the flags' repository only (for now); the sweep
+	// of orphaned locks covers every repository.
+	claims := &taskclaim.Reconciler{
+		Client:        mgr.GetClient(),
+		APIReader:     mgr.GetAPIReader(),
+		Repositories:  &gitearepository.Resolver{Reader: mgr.GetClient(), Dialer: dialer},
+		Verdicts:      reviewer,
+		Fence:         fence,
+		TTL:           cfg.claimTTL,
+		Clock:         clk,
+		Recorder:      mgr.GetEventRecorder("taskclaim-controller"),
+		RetryMaxDelay: cfg.retryMaxDelay,
+		MaxOpenClaims: cfg.maxOpenClaims,
+		// The flags' rule set is published when the manager starts (SetupWithManager adds
+		// the publisher); claims there are refused while the published copy is not in force.
+		MaxConcurrentReconciles: cfg.concurrency,
+	}
+	sweep := &taskclaim.Sweeper{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), TTL: cfg.claimTTL, Interval: cfg.sweepInterval, Clock: clk}
+	if err := mgr.Add(sweep); err != nil {
+		return fmt.Errorf("claim sweep: %w", err)
+	}
 	if cfg.giteaURL == "" || cfg.repository == "" {
-		log.Info("Task claims are disabled: --gitea-url and --repository are required")
-		return nil
+		log.Info("No --gitea-url and --repository: claims are decided in GiteaRepositories only, and the gateway is off")
+		return claims.SetupWithManager(mgr)
 	}
 	gc, err := giteaclaim.New(cfg.giteaURL, cfg.giteaToken, giteaclaim.WithClock(clk.Now))
 	if err != nil {
 		return fmt.Errorf("gitea client: %w", err)
 	}
+	claims.Gitea, claims.Repository = gc, cfg.repository
+	sweep.Gitea, sweep.Repository = gc, cfg.repository
 	// The gateway nudges the claim reconciler after a write that may complete a claim.
-	nudges := &nudge.Hub{}
+	claims.Nudges = &nudge.Hub{}
 	if cfg.gatewayAddr != "" {
 		if err := mgr.Add(&gateway.Doctor{Repository: cfg.repository, Gitea: gc,
 			Credentials: gateway.NewCredentials(mgr.GetAPIReader(), cfg.gatewayCredentials, gc)}); err != nil {
@@ -207,32 +231,10 @@ func setup(mgr ctrl.Manager, cfg config) error {
 			Recorder:    mgr.GetEventRecorder("fleet-gateway"),
 			Client:      client.WithFieldOwner(mgr.GetClient(), gatewayFieldManager),
 			Clock:       clk,
-			Nudges:      nudges,
+			Nudges:      claims.Nudges,
 		}); err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}
 	}
-	if err := mgr.Add(&taskclaim.Sweeper{
-		Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Gitea: gc, Repository: cfg.repository,
-		TTL: cfg.claimTTL, Interval: cfg.sweepInterval, Clock: clk,
-	}); err != nil {
-		return fmt.Errorf("claim sweep: %w", err)
-	}
-	return (&taskclaim.Reconciler{
-		Client:        mgr.GetClient(),
-		APIReader:     mgr.GetAPIReader(),
-		Gitea:         gc,
-		Verdicts:      reviewer,
-		Fence:         fence,
-		Repository:    cfg.repository,
-		TTL:           cfg.claimTTL,
-		Clock:         clk,
-		Recorder:      mgr.GetEventRecorder("taskclaim-controller"),
-		RetryMaxDelay: cfg.retryMaxDelay,
-		MaxOpenClaims: cfg.maxOpenClaims,
-		Nudges:        nudges,
-		// The rule set is published when the manager starts (SetupWithManager adds the
-		// publisher); claims are refused while the published copy is not in force.
-		MaxConcurrentReconciles: cfg.concurrency,
-	}).SetupWithManager(mgr)
+	return claims.SetupWithManager(mgr)
 }

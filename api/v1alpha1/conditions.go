@@ -145,4 +145,8 @@ const (
 	ReasonGiteaUnavailable = "GiteaUnavailable"
 	// ReasonCleared is used on RecordCleared=True.
 	ReasonCleared = "Cleared"
+	// ReasonRepositoryNotReady is the Warning Event of a claim refused, or ended, because
+	// its repository's GiteaRepository is not fit for claims (or no longer the one its
+	// validation found); the Event says why, the refusal itself stays neutral.
+	ReasonRepositoryNotReady = "RepositoryNotReady"
 )

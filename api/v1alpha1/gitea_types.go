@@ -26,9 +26,9 @@ const (
 	// fixes the workers' read-only tokens rely on.
 	ReasonGiteaVersionUnsupported = forge.ReasonVersionUnsupported
 
-	// ReasonRepositoryResolved: the repository was found on a Ready server, and its
-	// default branch is protected so that no worker identity can write around the gateway
-	// (Ready=True).
+	// ReasonRepositoryResolved: the repository was found on a Ready server, its default
+	// branch is protected so that no worker identity can write around the gateway, and the
+	// claim rule set in force is published in it (Ready=True).
 	ReasonRepositoryResolved = forge.ReasonResolved
 	// ReasonServerNotFound: spec.server names no GiteaServer.
 	ReasonServerNotFound = forge.ReasonServerNotFound
@@ -44,8 +44,12 @@ const (
 	// credential Secrets) is a site administrator, or may push to the default branch.
 	ReasonWorkerCanWriteAroundGateway = forge.ReasonWorkerCanWriteAroundGateway
 	// ReasonDuplicateRepository: an older GiteaRepository of the same namespace names the
-	// same repository on the same server; only that one is used.
+	// same repository on the same server, or the same owner/name on another server (claims
+	// name a repository by owner/name within their namespace); only the older one is used.
 	ReasonDuplicateRepository = forge.ReasonDuplicateRepository
+	// ReasonRuleSetUnpublished: the claim rule set in force could not be published to the
+	// repository's .fleet/claim-rules.json, or was not read back unchanged.
+	ReasonRuleSetUnpublished = forge.ReasonRuleSetUnpublished
 )
 
 // SecretKeyRef names one key of a Secret in the controller's own namespace.
@@ -196,8 +200,10 @@ type GiteaRepositorySpec struct {
 
 // GiteaRepositoryStatus is what the controller last found of the repository.
 type GiteaRepositoryStatus struct {
-	// conditions: Ready is True while the repository is resolved on a Ready server and its
-	// default branch is protected so that no worker identity can write around the gateway.
+	// conditions: Ready is True while the repository is resolved on a Ready server, its
+	// default branch is protected so that no worker identity can write around the gateway,
+	// and the claim rule set in force is published in it. Claims in it are decided only
+	// while it is Ready.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -223,6 +229,12 @@ type GiteaRepositoryStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=255
 	DefaultBranch string `json:"defaultBranch,omitempty"`
+	// ruleSetDigest is the digest of the claim rule set the last check published to, or
+	// found in, the repository's .fleet/claim-rules.json and read back. Claims there are
+	// decided only while it is the digest of the rule set in force.
+	// +optional
+	// +kubebuilder:validation:MaxLength=80
+	RuleSetDigest string `json:"ruleSetDigest,omitempty"`
 }
 
 // GiteaRepository is one repository on one GiteaServer that the fleet of its namespace

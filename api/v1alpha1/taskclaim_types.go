@@ -169,6 +169,27 @@ type ClaimTargetRef struct {
 	HeadSHA string `json:"headSHA,omitempty"`
 }
 
+// ClaimRepository is the Gitea repository a claim's target was found in when the claim
+// was validated. The later steps of the claim work on this repository, and end what the
+// claim holds there, whatever the GiteaRepositories of the namespace say by then.
+type ClaimRepository struct {
+	// server is the GiteaServer the repository is on. Empty for the repository the
+	// manager's --gitea-url and --repository flags name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Server string `json:"server,omitempty"`
+	// id is the Gitea repository ID: with server, the repository's key, which a rename in
+	// Gitea does not change. Zero for the flags' repository, which is known by its name.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ID int64 `json:"id,omitempty"`
+	// lockName is the claim's per-target lock, a coordination.k8s.io Lease in the claim's
+	// namespace, named after (server, id, kind, number).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	LockName string `json:"lockName"`
+}
+
 // TaskCapability is the narrow, expiring capability a won claim activates. It is bound to
 // eight dimensions: worker, repository, target, role, operations, pin, claim (lease and
 // Gitea record) and expiry.
@@ -243,6 +264,9 @@ type TaskClaimStatus struct {
 	// result is the typed result of the last decision.
 	// +optional
 	Result *ClaimResult `json:"result,omitempty"`
+	// repository is the Gitea repository the target was found in at validation.
+	// +optional
+	Repository *ClaimRepository `json:"repository,omitempty"`
 	// capability is present only while the claim is Active.
 	// +optional
 	Capability *TaskCapability `json:"capability,omitempty"`

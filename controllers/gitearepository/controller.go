@@ -30,8 +30,10 @@ import (
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/controllers/giteaserver"
+	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/conditions"
 	"github.com/giteatools/fleet-controller/internal/forge"
+	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 )
 
 // serverIndex indexes GiteaRepositories by spec.server.
@@ -47,9 +49,23 @@ type Reconciler struct {
 	// CredentialsNamespace holds the gateway's credential Secrets: their logins are the
 	// worker identities the hardening check looks for.
 	CredentialsNamespace string
-	// Interval between checks of a Ready repository, and Retry between checks of one that
-	// is not (giteaserver.DefaultInterval and RetryInterval when zero).
+	// Interval between checks of a Ready repository (DefaultInterval when zero), and Retry
+	// between checks of one that is not (giteaserver.RetryInterval when zero).
 	Interval, Retry time.Duration
+}
+
+// DefaultInterval is how often a Ready repository is checked again. Each check reads the
+// published rule set back, so a copy changed in Gitea stops the repository's claims
+// within it.
+const DefaultInterval = time.Minute
+
+// next is when to check repo again.
+func (r *Reconciler) next(ready bool) time.Duration {
+	interval := r.Interval
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	return giteaserver.Next(ready, interval, r.Retry)
 }
 
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=gitearepositories,verbs=get;list;watch
@@ -57,7 +73,7 @@ type Reconciler struct {
 
 // SetupWithManager registers the reconciler: a repository is checked when its spec
 // changes, when its server's status or spec does, and when another repository of its
-// namespace on the same server changes (which may make it a duplicate, or no longer one).
+// namespace changes (which may make it a duplicate, or no longer one).
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &fleetv1alpha1.GiteaRepository{}, serverIndex, func(o client.Object) []string {
 		return []string{o.(*fleetv1alpha1.GiteaRepository).Spec.Server}
@@ -75,26 +91,17 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 
 // ofServer maps a GiteaServer to the repositories on it.
 func (r *Reconciler) ofServer(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.list(ctx, client.MatchingFields{serverIndex: o.GetName()}, nil, nil)
+	return r.list(ctx, client.MatchingFields{serverIndex: o.GetName()}, nil)
 }
 
-// siblings maps a repository to the other repositories of its namespace on its server.
+// siblings maps a repository to the other repositories of its namespace.
 func (r *Reconciler) siblings(ctx context.Context, o client.Object) []reconcile.Request {
-	repo, ok := o.(*fleetv1alpha1.GiteaRepository)
-	if !ok {
-		return nil
-	}
-	return r.list(ctx, client.MatchingFields{serverIndex: repo.Spec.Server}, client.InNamespace(repo.Namespace),
-		func(other *fleetv1alpha1.GiteaRepository) bool { return other.Name != repo.Name })
+	return r.list(ctx, client.InNamespace(o.GetNamespace()), func(other *fleetv1alpha1.GiteaRepository) bool { return other.Name != o.GetName() })
 }
 
-func (r *Reconciler) list(ctx context.Context, match client.MatchingFields, ns client.ListOption, keep func(*fleetv1alpha1.GiteaRepository) bool) []reconcile.Request {
+func (r *Reconciler) list(ctx context.Context, opt client.ListOption, keep func(*fleetv1alpha1.GiteaRepository) bool) []reconcile.Request {
 	list := &fleetv1alpha1.GiteaRepositoryList{}
-	opts := []client.ListOption{match}
-	if ns != nil {
-		opts = append(opts, ns)
-	}
-	if err := r.Client.List(ctx, list, opts...); err != nil {
+	if err := r.Client.List(ctx, list, opt); err != nil {
 		return nil
 	}
 	var out []reconcile.Request
@@ -113,7 +120,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if r.Coordinator != nil && !r.Coordinator.Held() {
-		return ctrl.Result{RequeueAfter: giteaserver.Next(false, r.Interval, r.Retry)}, nil
+		return ctrl.Result{RequeueAfter: r.next(false)}, nil
 	}
 	facts, err := r.check(ctx, repo)
 	if err != nil {
@@ -133,6 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if facts.Setup != nil {
 		repo.Status.DefaultBranch = facts.Setup.DefaultBranch
 	}
+	repo.Status.RuleSetDigest = facts.RuleSet // cleared when the check could not show it
 	if !equality.Semantic.DeepEqual(before, &repo.Status) {
 		if err := r.Client.Status().Update(ctx, repo); err != nil {
 			return ctrl.Result{}, err
@@ -146,7 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		log.FromContext(ctx).Info("Checked Gitea repository", "ready", v.Ready, "reason", v.Reason, "id", repo.Status.RepositoryID)
 	}
-	return ctrl.Result{RequeueAfter: giteaserver.Next(v.Ready, r.Interval, r.Retry)}, nil
+	return ctrl.Result{RequeueAfter: r.next(v.Ready)}, nil
 }
 
 // check reads what JudgeRepository decides on: the server and its verdict, then, on a
@@ -183,6 +191,19 @@ func (r *Reconciler) check(ctx context.Context, repo *fleetv1alpha1.GiteaReposit
 			return f, err
 		}
 	}
+	// The rule set is published only to a repository fit for claims otherwise: the claims
+	// there are decided under it, and a write to a repository the check finds wanting
+	// would do nobody any good.
+	if forge.JudgeRepository(f).Ready {
+		if err := giteaclaim.PublishRuleSet(ctx, c, f.FullName); err != nil {
+			if ctx.Err() != nil {
+				return f, ctx.Err()
+			}
+			f.RuleSetProblem = err.Error()
+		} else {
+			f.RuleSet = claim.RuleSetDigest()
+		}
+	}
 	return f, nil
 }
 
@@ -202,20 +223,23 @@ func (r *Reconciler) workerLogins(ctx context.Context) ([]string, error) {
 	return logins, nil
 }
 
-// olderTwin names the oldest other GiteaRepository of repo's namespace on the same
-// server that resolved to the same repository (by ID, or, before it resolved, by the
-// same owner and name, as Gitea compares them), if it is older than repo ("" if none).
+// olderTwin names the oldest other GiteaRepository of repo's namespace that names the
+// same repository: on the same server, resolved to the same ID (or, before it resolved,
+// with the same owner and name, as Gitea compares them), or with the same owner and name
+// on another server, since claims name a repository by owner/name within their
+// namespace. It names it only if it is older than repo ("" if none).
 func (r *Reconciler) olderTwin(ctx context.Context, repo *fleetv1alpha1.GiteaRepository, f forge.RepositoryFacts) (string, error) {
 	list := &fleetv1alpha1.GiteaRepositoryList{}
-	if err := r.Client.List(ctx, list, client.InNamespace(repo.Namespace), client.MatchingFields{serverIndex: repo.Spec.Server}); err != nil {
+	if err := r.Client.List(ctx, list, client.InNamespace(repo.Namespace)); err != nil {
 		return "", err
 	}
 	var oldest *fleetv1alpha1.GiteaRepository
 	for i := range list.Items {
 		o := &list.Items[i]
-		same := o.Status.RepositoryID == f.ID ||
-			(o.Status.RepositoryID == 0 && strings.EqualFold(o.Spec.Owner+"/"+o.Spec.Name, f.FullName))
-		if o.UID == repo.UID || !same || !olderThan(o, repo) {
+		sameName := strings.EqualFold(o.Spec.Owner+"/"+o.Spec.Name, repo.Spec.Owner+"/"+repo.Spec.Name)
+		sameRepo := o.Spec.Server == repo.Spec.Server && (o.Status.RepositoryID == f.ID ||
+			(o.Status.RepositoryID == 0 && strings.EqualFold(o.Spec.Owner+"/"+o.Spec.Name, f.FullName)))
+		if o.UID == repo.UID || (!sameName && !sameRepo) || !olderThan(o, repo) {
 			continue
 		}
 		if oldest == nil || olderThan(o, oldest) {

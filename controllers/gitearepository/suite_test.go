@@ -2,6 +2,7 @@ package gitearepository_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 
 	"github.com/giteatools/fleet-controller/controllers/gitearepository"
 	"github.com/giteatools/fleet-controller/controllers/giteaserver"
-	"github.com/giteatools/fleet-controller/internal/hostagent"
+	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
 	"github.com/giteatools/fleet-controller/test/support/testfleet"
 	"github.com/giteatools/fleet-controller/test/support/testgitea"
@@ -23,7 +25,8 @@ import (
 // The suite runs the GiteaServer and GiteaRepository reconcilers in a manager against
 // envtest's kube-apiserver and a real Gitea, and reads what they record with a cacheless
 // client. Both check again every second (every half second when not Ready), so a change
-// made in Gitea shows without a spec change.
+// made in Gitea shows without a spec change. The same manager decides TaskClaims in the
+// repositories (claims_test.go), with registrations of live workers on this host.
 const (
 	// controllerNamespace is the controller's own namespace: token Secrets live there.
 	controllerNamespace = "fleet-system"
@@ -33,11 +36,15 @@ const (
 )
 
 var (
+	hostFacts liveness.HostFacts
+	selfStart int64
 	env       *testenv.Env
 	k8sClient client.Client
 	forgeSrv  *testgitea.Server
-	ctx       context.Context
-	cancel    context.CancelFunc
+	// adminGitea reads claim records as Gitea holds them.
+	adminGitea *giteaclaim.Client
+	ctx        context.Context
+	cancel     context.CancelFunc
 )
 
 func TestGiteaRepository(t *testing.T) {
@@ -51,7 +58,7 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
 	ctx, cancel = context.WithCancel(context.Background())
 	var err error
-	forgeSrv, _, err = testfleet.StartGitea(ctx)
+	forgeSrv, adminGitea, err = testfleet.StartGitea(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	env, err = testenv.Start()
 	Expect(err).NotTo(HaveOccurred())
@@ -63,11 +70,16 @@ var _ = BeforeSuite(func() {
 
 	mgr, err := env.NewManager(ctrl.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	facts, err := testenv.HostFacts("gitea-suite-host")
+	hostFacts, err = testenv.HostFacts("gitea-suite-host")
 	Expect(err).NotTo(HaveOccurred())
-	elections, err := hostagent.Campaign(mgr, agentNamespace, facts.HostID, testenv.AgentTimings)
+	selfStart, err = liveness.ProcessStartTime("", int64(os.Getpid()))
 	Expect(err).NotTo(HaveOccurred())
 	dialer := &giteaserver.Dialer{Reader: mgr.GetAPIReader(), Namespace: controllerNamespace}
+	// The manager decides TaskClaims in GiteaRepositories only, as one started without
+	// --gitea-url and --repository does.
+	elections, err := testfleet.Wire(mgr, testfleet.Wiring{Host: hostFacts, AgentNamespace: agentNamespace,
+		Repositories: &gitearepository.Resolver{Reader: mgr.GetClient(), Dialer: dialer}})
+	Expect(err).NotTo(HaveOccurred())
 	Expect((&giteaserver.Reconciler{
 		Client: mgr.GetClient(), Dialer: dialer, Recorder: mgr.GetEventRecorder("giteaserver-controller"),
 		Coordinator: elections.Coordinator, Interval: time.Second, Retry: 500 * time.Millisecond,

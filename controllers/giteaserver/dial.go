@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +31,44 @@ type Dialer struct {
 
 	mu       sync.Mutex
 	limiters map[string]*budget
+	clients  map[string]*dialed
+}
+
+// dialed is a client made for one generation of a server, kept for ClientReuse.
+type dialed struct {
+	uid        types.UID
+	generation int64
+	made       time.Time
+	client     *giteaclaim.Client
+}
+
+// ClientReuse is how long Client hands out the same client for a server whose spec did
+// not change: a token rotated in its Secret is in use within it.
+const ClientReuse = time.Minute
+
+// Client is a client for srv, as Dial makes it, reused for up to ClientReuse while srv's
+// spec stays the same. A token or CA bundle Dial cannot use is an error that says why.
+func (d *Dialer) Client(ctx context.Context, srv *fleetv1alpha1.GiteaServer) (*giteaclaim.Client, error) {
+	d.mu.Lock()
+	c := d.clients[srv.Name]
+	d.mu.Unlock()
+	if c != nil && c.uid == srv.UID && c.generation == srv.Generation && time.Since(c.made) < ClientReuse {
+		return c.client, nil
+	}
+	made, facts, err := d.Dial(ctx, srv)
+	if err != nil {
+		return nil, err
+	}
+	if made == nil {
+		return nil, fmt.Errorf("the GiteaServer %s cannot be used: %s", srv.Name, forge.JudgeServer(facts).Message)
+	}
+	d.mu.Lock()
+	if d.clients == nil {
+		d.clients = map[string]*dialed{}
+	}
+	d.clients[srv.Name] = &dialed{uid: srv.UID, generation: srv.Generation, made: time.Now(), client: made}
+	d.mu.Unlock()
+	return made, nil
 }
 
 // budget is one server's request budget, kept while its rate stays the same.

@@ -3,7 +3,6 @@ package taskclaim
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -38,6 +37,17 @@ func lockLabels() map[string]string { return map[string]string{fleetv1alpha1.Cla
 func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ctrl.Result, error) {
 	started := r.Clock.Now()
 	target := apiconv.Target(tc.Spec.Target)
+	// The repository must still be the one the validation read, and fit for claims.
+	if moved, err := r.stillThere(ctx, tc, true); err != nil || moved != nil {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.reject(ctx, tc, *moved)
+	}
+	gitea, err := r.giteaOf(ctx, tc)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	read, lease, lost, err := r.takeLock(ctx, tc, started)
 	if lost != nil {
 		countContention(*lost)
@@ -52,7 +62,7 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 	}
 	acq, res := claim.DecideClaim(claim.ClaimInput{
 		Worker: w.worker, ClaimID: string(tc.UID), Spec: target, PinnedValue: tc.Spec.Pin,
-		Validated: apiconv.Validation(tc), Fresh: w.state, ControllerRepository: r.Repository,
+		Validated: apiconv.Validation(tc), Fresh: w.state, ControllerRepository: tc.Spec.Target.Repository,
 		CapabilityVerdict: w.verdict, Now: started, OtherClaims: w.others,
 	})
 	if res.Refused() {
@@ -73,7 +83,7 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 	// whatever may have landed in Gitea is ended and the lock released before the
 	// finalizer goes.
 	// model: claim.pml steps C6-C8 (Publish: content_version-guarded PATCH, its answer verified)
-	published, err := r.Gitea.Publish(ctx, target, r.record(tc, acq, lease, started), r.publishOptions(giteaclaim.Over(w.state))...)
+	published, err := gitea.Publish(ctx, target, r.record(tc, acq, lease, started), r.publishOptions(giteaclaim.Over(w.state))...)
 	if err != nil {
 		log.FromContext(ctx).Info("Claim publication failed; releasing the lock", "error", err.Error())
 		res := claim.PublicationRefusal(giteaclaim.PublishFailureOf(err), target)
@@ -156,7 +166,7 @@ func (r *Reconciler) lock(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq 
 func (r *Reconciler) acquireLease(ctx context.Context, tc *fleetv1alpha1.TaskClaim, acq claim.Acquisition) (*coordinationv1.Lease, bool, error) {
 	now := metav1.NewMicroTime(r.Clock.Now())
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace,
-		Name: claim.LockName(apiconv.Target(tc.Spec.Target)), Labels: lockLabels()}}
+		Name: repositoryOf(tc).LockName, Labels: lockLabels()}}
 	if acq.AlreadyHeld {
 		err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(lease), lease)
 		return lease, false, err
@@ -237,37 +247,32 @@ func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, 
 // ensureLock creates the target's lock, free and owned by nobody, if it does not exist
 // yet, so every validation pins a real generation (a resourceVersion, never reused) and
 // no pin can ever mean "no lock". That is what makes deleting a lock safe: a pin of a
-// deleted lock's generation can match no later lock. Only targets in the controller's
-// repository get a lock; the others are refused anyway. It returns the lock as just read
-// from the API server, or as the API server answered its creation (looked is false for a
-// target outside the repository, whose lock it did not look at).
-func (r *Reconciler) ensureLock(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (lease *coordinationv1.Lease, looked bool, err error) {
-	if !strings.EqualFold(tc.Spec.Target.Repository, r.Repository) {
-		return nil, false, nil
-	}
-	key := client.ObjectKey{Namespace: tc.Namespace, Name: claim.LockName(apiconv.Target(tc.Spec.Target))}
+// deleted lock's generation can match no later lock. The lock is the one of the
+// repository resolve recorded in tc's status (claim.LockName). It returns the lock as
+// just read from the API server, or as the API server answered its creation.
+func (r *Reconciler) ensureLock(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (*coordinationv1.Lease, error) {
+	key := client.ObjectKey{Namespace: tc.Namespace, Name: repositoryOf(tc).LockName}
 	cur := &coordinationv1.Lease{}
-	err = r.APIReader.Get(ctx, key, cur)
+	err := r.APIReader.Get(ctx, key, cur)
 	if !apierrors.IsNotFound(err) {
 		if err != nil {
-			return nil, false, fmt.Errorf("reading claim lock: %w", err)
+			return nil, fmt.Errorf("reading claim lock: %w", err)
 		}
-		return cur, true, nil
+		return cur, nil
 	}
 	now := metav1.NewMicroTime(r.Clock.Now())
-	lease = &coordinationv1.Lease{
+	lease := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: lockLabels()},
 		Spec:       coordinationv1.LeaseSpec{RenewTime: &now, LeaseDurationSeconds: ptr.To(int32(r.TTL / time.Second))},
 	}
 	switch err := r.Create(ctx, lease); {
 	case err == nil:
-		return lease, true, nil
+		return lease, nil
 	case apierrors.IsAlreadyExists(err):
 		// Another validation created it a moment ago: read what it made.
-		lease, err := r.readLock(ctx, tc)
-		return lease, err == nil, err
+		return r.readLock(ctx, tc)
 	default:
-		return nil, false, fmt.Errorf("creating claim lock %s: %w", key.Name, err)
+		return nil, fmt.Errorf("creating claim lock %s: %w", key.Name, err)
 	}
 }
 

@@ -11,9 +11,11 @@ package taskclaim
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
@@ -48,14 +50,19 @@ type Reconciler struct {
 	client.Client
 	// APIReader reads straight from the API server: a claim decision never trusts a cache.
 	APIReader client.Reader
-	// Gitea publishes and reads the authoritative claim record.
-	Gitea Gitea
+	// Repositories finds a claim's repository among the GiteaRepositories of its
+	// namespace, and gives the clients of their servers. Nil serves none.
+	Repositories Repositories
+	// Gitea and Repository are the repository the manager's --gitea-url and --repository
+	// flags name ("owner/name"), served in every namespace whose GiteaRepositories do not
+	// name it, and the client that publishes and reads claim records there. Nil and ""
+	// serve none.
+	Gitea      Gitea
+	Repository string
 	// Verdicts resolves the worker's capability verdict.
 	Verdicts VerdictChecker
 	// Fence is the workflow fence.
 	Fence Fence
-	// Repository is the only repository claims may target.
-	Repository string
 	// TTL is the lifetime of an activated capability.
 	TTL time.Duration
 	// ActiveRecheck is how often an active capability is re-checked against Gitea
@@ -74,8 +81,9 @@ type Reconciler struct {
 	// default when zero). The per-target Lease compare-and-swap keeps each target's claim
 	// exclusive however many run.
 	MaxConcurrentReconciles int
-	// Rules publishes the rule set and says whether the published copy is in force (one
-	// made from Gitea and Repository when nil; SetupWithManager runs it with the manager).
+	// Rules publishes the rule set in the flags' repository and says whether the published
+	// copy is in force (one made from Gitea and Repository when nil; SetupWithManager runs
+	// it with the manager). A GiteaRepository's check publishes its own.
 	Rules *RulePublisher
 	// SkipAssignment leaves the Gitea assignees alone. By default the guarded write that
 	// publishes a claim's record also assigns the worker's identity to the issue or pull
@@ -127,9 +135,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerRelease)
-	}
-	if refused, err := r.refuseWithoutRules(ctx, tc, step); refused || err != nil {
-		return ctrl.Result{}, err
 	}
 	switch step {
 	case claim.StepCheckActive:
@@ -188,24 +193,34 @@ func queuedClaim(tc *fleetv1alpha1.TaskClaim) claim.QueuedClaim {
 // validate derives the role and pins the state, or refuses.
 // model: claim.pml step C1 (validate on fresh state)
 func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
-	// The lock as ensureLock reads or creates it is the lock's state for the decision;
-	// the gather after it only reads.
-	lock, looked, err := r.ensureLock(ctx, tc)
+	// The repository the target is in: every later step works there.
+	repo, refused, err := r.resolve(ctx, tc, true)
 	if err != nil {
 		return err
 	}
-	read := heldLock(lock)
-	if !looked {
-		read = func(ctx context.Context) (*coordinationv1.Lease, error) { return r.readLock(ctx, tc) }
+	if refused != nil {
+		if refused.NotServed() {
+			return r.refuseUnserved(ctx, tc)
+		}
+		return r.reject(ctx, tc, *refused)
 	}
-	w, err := r.gatherWith(ctx, tc, true, read)
+	tc.Status.Repository = repo
+	// The lock as ensureLock reads or creates it is the lock's state for the decision;
+	// the gather after it only reads.
+	lock, err := r.ensureLock(ctx, tc)
+	if err != nil {
+		return err
+	}
+	w, err := r.gatherWith(ctx, tc, true, heldLock(lock))
 	if err != nil {
 		return err
 	}
 	now := r.Clock.Now()
+	// The target's repository is one this controller serves in the namespace: resolve
+	// found it.
 	v, res := claim.Validate(claim.ValidateInput{
 		Worker: w.worker, ClaimID: string(tc.UID), Requested: apiconv.Target(tc.Spec.Target), State: w.state,
-		ControllerRepository: r.Repository, CapabilityVerdict: w.verdict, Now: now, OtherClaims: w.others,
+		ControllerRepository: tc.Spec.Target.Repository, CapabilityVerdict: w.verdict, Now: now, OtherClaims: w.others,
 	})
 	if res.Refused() {
 		return r.reject(ctx, tc, res)
@@ -219,12 +234,37 @@ func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) 
 	return nil
 }
 
+// refuseUnserved refuses a validation in a repository this controller does not serve in
+// tc's namespace with the first rule it breaks in the rules' order: a worker that is not
+// registered, not live, denied, or bound to another repository is refused for that, as
+// in a served repository, and otherwise the repository is not served. Nothing is read
+// from Gitea (there is no server to read from) and no lock is made.
+func (r *Reconciler) refuseUnserved(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
+	w := world{worker: claim.Worker{Name: tc.Spec.Worker}}
+	g, gctx := errgroup.WithContext(ctx)
+	r.readWorker(gctx, g, tc, &w, false)
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return r.reject(ctx, tc, claim.ValidateUnserved(claim.ValidateInput{Worker: w.worker, ClaimID: string(tc.UID),
+		Requested: apiconv.Target(tc.Spec.Target), CapabilityVerdict: w.verdict, Now: r.Clock.Now()}))
+}
+
 // checkActive ends an active capability as soon as any trigger fires.
 // model: claim.pml step C11 (end on release, expiry or ownership loss)
 func (r *Reconciler) checkActive(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ctrl.Result, error) {
 	capability := apiconv.Capability(tc)
 	if trigger, ends := claim.EndsUnread(tc.Spec.Release, tc.Spec.CycleComplete, capability.ExpiresAt, r.Clock.Now()); ends {
 		return ctrl.Result{}, r.end(ctx, tc, trigger)
+	}
+	// A capability lives no longer than its repository stays fit for claims: a server
+	// that went down or refuses the token, a GiteaRepository deleted or replaced, ends it
+	// (fail closed; the record is ended once the server answers again).
+	if gone, err := r.stillThere(ctx, tc, false); err != nil || gone != nil {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{}, r.end(ctx, tc, claim.TriggerOwnershipLoss)
 	}
 	w, err := r.gather(ctx, tc)
 	if err != nil {
@@ -261,8 +301,10 @@ const (
 // (Nudges) after a completing write. Failed reconciles back off exponentially from
 // RetryBaseDelay up to RetryMaxDelay.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.Add(r.rulePublisher()); err != nil {
-		return fmt.Errorf("adding the rule set publisher: %w", err)
+	if r.Gitea != nil {
+		if err := mgr.Add(r.rulePublisher()); err != nil {
+			return fmt.Errorf("adding the rule set publisher: %w", err)
+		}
 	}
 	base, maxDelay := r.RetryBaseDelay, r.RetryMaxDelay
 	if base <= 0 {
@@ -277,6 +319,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			builder.WithPredicates(registrationChangeMatters())).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &fleetv1alpha1.TaskClaim{}),
 			builder.WithPredicates(lockChangeMatters()))
+	if r.Repositories != nil {
+		b = b.Watches(&fleetv1alpha1.GiteaRepository{}, handler.EnqueueRequestsFromMapFunc(r.activeClaimsIn))
+	}
 	if r.Nudges != nil {
 		b = b.WatchesRawSource(r.Nudges)
 	}
@@ -286,6 +331,28 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}).
 		Named("taskclaim").
 		Complete(r)
+}
+
+// activeClaimsIn maps a GiteaRepository to the active claims of its namespace on a
+// repository of its owner/name, so a repository that stops being fit for claims ends
+// them at once rather than at their next recheck.
+func (r *Reconciler) activeClaimsIn(ctx context.Context, o client.Object) []reconcile.Request {
+	repo, ok := o.(*fleetv1alpha1.GiteaRepository)
+	if !ok {
+		return nil
+	}
+	list := &fleetv1alpha1.TaskClaimList{}
+	if err := r.List(ctx, list, client.InNamespace(repo.Namespace)); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		tc := &list.Items[i]
+		if tc.Status.Phase == claim.PhaseActive && strings.EqualFold(tc.Spec.Target.Repository, repo.Spec.Owner+"/"+repo.Spec.Name) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tc)})
+		}
+	}
+	return out
 }
 
 // claimsOfWorker maps a registration to its worker's active claims.

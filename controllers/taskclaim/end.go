@@ -81,9 +81,13 @@ func (r *Reconciler) finish(ctx context.Context, tc *fleetv1alpha1.TaskClaim) er
 	target := apiconv.Target(tc.Spec.Target)
 	ending := claim.EndingFor(tc.Status.Phase, claim.Trigger(tc.Status.EndedReason))
 	ours := true
+	gitea, err := r.giteaOf(ctx, tc)
+	if err != nil {
+		return r.clearFailed(ctx, tc, err)
+	}
 	// The same guarded write that ends the record removes the claim's assignment.
 	// model: claim.pml step E2 (record to its final state)
-	if _, err := r.Gitea.Clear(ctx, target, string(tc.UID), ending.Record, r.publishOptions()...); err != nil {
+	if _, err := gitea.Clear(ctx, target, string(tc.UID), ending.Record, r.publishOptions()...); err != nil {
 		if !giteaclaim.NothingToEnd(err) {
 			return r.clearFailed(ctx, tc, fmt.Errorf("ending the claim record in Gitea: %w", err))
 		}
@@ -93,7 +97,7 @@ func (r *Reconciler) finish(ctx context.Context, tc *fleetv1alpha1.TaskClaim) er
 	// A record that is not this claim's any more (rewritten by someone) was not cleared by
 	// this claim, so an assignment the claim made may still stand: remove it apart.
 	if identity := boundIdentity(tc); identity != "" && !ours && wasActive && !r.SkipAssignment {
-		if err := r.Gitea.Unassign(ctx, target, identity); err != nil && !giteaclaim.Unreadable(err) {
+		if err := gitea.Unassign(ctx, target, identity); err != nil && !giteaclaim.Unreadable(err) {
 			return r.clearFailed(ctx, tc, fmt.Errorf("removing the claim's assignment in Gitea: %w", err))
 		}
 	}
@@ -137,7 +141,7 @@ func lockOf(tc *fleetv1alpha1.TaskClaim) *coordinationv1.Lease {
 	if tc.Spec.Pin == "" && tc.Status.Capability == nil {
 		return nil
 	}
-	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: claim.LockName(apiconv.Target(tc.Spec.Target))}}
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: tc.Namespace, Name: repositoryOf(tc).LockName}}
 }
 
 // dropFinalizer removes the claim finalizer once the claim can hold nothing any more.
@@ -207,7 +211,11 @@ func (r *Reconciler) auditEnding(ctx context.Context, tc *fleetv1alpha1.TaskClai
 // logged and counted, never turned into a different claim decision.
 func (r *Reconciler) auditAs(ctx context.Context, tc *fleetv1alpha1.TaskClaim, tr giteaclaim.Transition) {
 	tr.ClaimID, tr.Worker, tr.At = string(tc.UID), tc.Spec.Worker, r.Clock.Now()
-	if _, err := r.Gitea.RecordTransition(ctx, apiconv.Target(tc.Spec.Target), tr); err != nil {
+	gitea, err := r.giteaOf(ctx, tc)
+	if err == nil {
+		_, err = gitea.RecordTransition(ctx, apiconv.Target(tc.Spec.Target), tr)
+	}
+	if err != nil {
 		log.FromContext(ctx).Error(err, "Recording the claim transition in Gitea failed", "event", tr.Event)
 		claimTransitions.WithLabelValues("audit_failed", string(tr.Event)).Inc()
 	}

@@ -20,15 +20,21 @@ import (
 // The state handed out is shared by the callers of one read: it must be treated as
 // read-only (the decisions in internal/claim copy what they sort).
 type freshReads struct {
-	read func(ctx context.Context, t claim.Target) (claim.TargetState, error)
+	read targetReader
 
 	mu      sync.Mutex
 	targets map[readKey]*targetReads
 }
 
-// readKey names one item in Gitea as the caller spelled it (the head does not matter to
-// the read; the answer names the item as asked, so spellings are not mixed).
+// targetReader reads one target from the Gitea server of its repository.
+type targetReader func(ctx context.Context, t claim.Target) (claim.TargetState, error)
+
+// readKey names one item in Gitea: the repository's key (claim.RepositoryKey; two
+// servers may have repositories of the same name) and the item as the caller spelled it
+// (the head does not matter to the read; the answer names the item as asked, so
+// spellings are not mixed).
 type readKey struct {
+	server     claim.RepositoryKey
 	repository string
 	kind       claim.Kind
 	number     int64
@@ -42,12 +48,13 @@ type targetReads struct {
 // readCall is one read and its answer, shared by the callers that asked before it began.
 type readCall struct {
 	ctx  context.Context // the first caller's, without its cancellation
+	read targetReader    // the first caller's reader
 	done chan struct{}
 	st   claim.TargetState
 	err  error
 }
 
-func newFreshReads(read func(ctx context.Context, t claim.Target) (claim.TargetState, error)) *freshReads {
+func newFreshReads(read targetReader) *freshReads {
 	return &freshReads{read: read, targets: map[readKey]*targetReads{}}
 }
 
@@ -55,20 +62,26 @@ func newFreshReads(read func(ctx context.Context, t claim.Target) (claim.TargetS
 // type's comment says. A caller whose ctx ends stops waiting; the read it queued for
 // still serves the others.
 func (f *freshReads) ReadTarget(ctx context.Context, t claim.Target) (claim.TargetState, error) {
-	key := readKey{repository: t.Repository, kind: t.Kind, number: t.Number}
+	return f.ReadTargetIn(ctx, claim.RepositoryKey{}, f.read, t)
+}
+
+// ReadTargetIn is ReadTarget for a target of the repository key, read with read (the
+// client of the repository's server).
+func (f *freshReads) ReadTargetIn(ctx context.Context, repo claim.RepositoryKey, read targetReader, t claim.Target) (claim.TargetState, error) {
+	key := readKey{server: repo, repository: t.Repository, kind: t.Kind, number: t.Number}
 	f.mu.Lock()
 	tr := f.targets[key]
 	var call *readCall
 	if tr == nil {
 		// Nothing under way: this caller's read starts now.
-		call = &readCall{ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
+		call = &readCall{ctx: context.WithoutCancel(ctx), read: read, done: make(chan struct{})}
 		f.targets[key] = &targetReads{running: call}
 		f.mu.Unlock()
 		go f.run(key, t, call)
 	} else {
 		// A read is under way and may be older than this request: queue for the next.
 		if tr.next == nil {
-			tr.next = &readCall{ctx: context.WithoutCancel(ctx), done: make(chan struct{})}
+			tr.next = &readCall{ctx: context.WithoutCancel(ctx), read: read, done: make(chan struct{})}
 		}
 		call = tr.next
 		f.mu.Unlock()
@@ -83,7 +96,7 @@ func (f *freshReads) ReadTarget(ctx context.Context, t claim.Target) (claim.Targ
 
 // run performs call, then starts the read queued meanwhile, if any.
 func (f *freshReads) run(key readKey, t claim.Target, call *readCall) {
-	call.st, call.err = f.read(call.ctx, t)
+	call.st, call.err = call.read(call.ctx, t)
 	close(call.done)
 	f.mu.Lock()
 	tr := f.targets[key]

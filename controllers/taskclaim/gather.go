@@ -75,7 +75,7 @@ func heldLock(l *coordinationv1.Lease) lockRead {
 // there is none).
 func (r *Reconciler) readLock(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (*coordinationv1.Lease, error) {
 	lease := &coordinationv1.Lease{}
-	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: claim.LockName(apiconv.Target(tc.Spec.Target))}, lease)
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: repositoryOf(tc).LockName}, lease)
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil, nil
@@ -96,6 +96,44 @@ func (r *Reconciler) gatherWith(ctx context.Context, tc *fleetv1alpha1.TaskClaim
 	target := apiconv.Target(tc.Spec.Target)
 	// The first read that fails stops the others: the decision needs all of them.
 	g, ctx := errgroup.WithContext(ctx)
+	r.readWorker(ctx, g, tc, &w, countOthers)
+	g.Go(func() error {
+		gitea, err := r.giteaOf(ctx, tc)
+		if err != nil {
+			return err
+		}
+		st, err := r.targetReads().ReadTargetIn(ctx, keyOf(repositoryOf(tc)), gitea.ReadTarget, target)
+		switch {
+		case giteaclaim.Unreadable(err):
+			// There is no item of the requested kind (the rules refuse the request for
+			// what it asks), or its claim record cannot be read (refused as stale). Either
+			// way an active capability on it ends: ownership can no longer be shown.
+			// Retrying would keep such a capability alive.
+			st = claim.TargetState{Missing: giteaclaim.MissingOf(err)}
+		case err != nil:
+			return fmt.Errorf("reading %s from Gitea: %w", target, err)
+		}
+		w.state = st
+		return nil
+	})
+	g.Go(func() error {
+		lease, err := lock(ctx)
+		w.lease = lease
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return w, err
+	}
+	if w.lease != nil {
+		w.state.LeaseGeneration, w.state.LeaseHolder, w.state.LeaseExpiresAt = lockState(w.lease)
+	}
+	return w, nil
+}
+
+// readWorker adds to g the reads of tc's worker: its registration, its capability
+// verdict, and, when countOthers, its other claims (which need the registration's
+// identity). They fill w.
+func (r *Reconciler) readWorker(ctx context.Context, g *errgroup.Group, tc *fleetv1alpha1.TaskClaim, w *world, countOthers bool) {
 	g.Go(func() error {
 		wr := &fleetv1alpha1.WorkerRegistration{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: tc.Spec.Worker}, wr)
@@ -115,21 +153,6 @@ func (r *Reconciler) gatherWith(ctx context.Context, tc *fleetv1alpha1.TaskClaim
 		return err
 	})
 	g.Go(func() error {
-		st, err := r.targetReads().ReadTarget(ctx, target)
-		switch {
-		case giteaclaim.Unreadable(err):
-			// There is no item of the requested kind (the rules refuse the request for
-			// what it asks), or its claim record cannot be read (refused as stale). Either
-			// way an active capability on it ends: ownership can no longer be shown.
-			// Retrying would keep such a capability alive.
-			st = claim.TargetState{Missing: giteaclaim.MissingOf(err)}
-		case err != nil:
-			return fmt.Errorf("reading %s from Gitea: %w", target, err)
-		}
-		w.state = st
-		return nil
-	})
-	g.Go(func() error {
 		v, err := r.Verdicts.Verdict(ctx, tc.Namespace, tc.Spec.Worker)
 		if err != nil {
 			return fmt.Errorf("resolving the worker's capability verdict: %w", err)
@@ -137,23 +160,11 @@ func (r *Reconciler) gatherWith(ctx context.Context, tc *fleetv1alpha1.TaskClaim
 		w.verdict = v
 		return nil
 	})
-	g.Go(func() error {
-		lease, err := lock(ctx)
-		w.lease = lease
-		return err
-	})
-	if err := g.Wait(); err != nil {
-		return w, err
-	}
-	if w.lease != nil {
-		w.state.LeaseGeneration, w.state.LeaseHolder, w.state.LeaseExpiresAt = lockState(w.lease)
-	}
-	return w, nil
 }
 
 // targetReads is the reconciler's shared-read front of Gitea.ReadTarget (freshReads).
 func (r *Reconciler) targetReads() *freshReads {
-	r.readsInit.Do(func() { r.reads = newFreshReads(r.Gitea.ReadTarget) })
+	r.readsInit.Do(func() { r.reads = newFreshReads(nil) })
 	return r.reads
 }
 

@@ -347,7 +347,9 @@ func (w *worker) activate(t fleetv1alpha1.TaskTarget) *fleetv1alpha1.TaskClaim {
 // --- locks ------------------------------------------------------------------------------
 
 // lockName is the name of the target's lock Lease, as the controller names it.
-func lockName(t fleetv1alpha1.TaskTarget) string { return claim.LockName(apiconv.Target(t)) }
+func lockName(t fleetv1alpha1.TaskTarget) string {
+	return claim.LockName(claim.RepositoryKey{}, apiconv.Target(t))
+}
 
 // lease returns the target's lock in ns, or nil.
 func lease(ns string, t fleetv1alpha1.TaskTarget) *coordinationv1.Lease {

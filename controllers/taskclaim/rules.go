@@ -1,17 +1,12 @@
 package taskclaim
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
-	"github.com/giteatools/fleet-controller/internal/apiconv"
-	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 )
 
@@ -19,10 +14,7 @@ import (
 const DefaultRuleSetRecheck = time.Minute
 
 // RuleFiles publishes and reads files in the repository (internal/giteaclaim).
-type RuleFiles interface {
-	PublishFile(ctx context.Context, repo, path string, content []byte, message string) (giteaclaim.FileCommit, error)
-	ReadFile(ctx context.Context, repo, path string) ([]byte, error)
-}
+type RuleFiles = giteaclaim.RuleFiles
 
 // RulePublisher publishes the claim rule set (claim.RuleSet) to claim.RuleSetPath in
 // the repository when the manager starts, reads it back, and compares the digest; it
@@ -84,30 +76,7 @@ func (p *RulePublisher) Sync(ctx context.Context) error {
 }
 
 func (p *RulePublisher) sync(ctx context.Context) error {
-	data, _ := claim.RuleSet()
-	fc, err := p.Files.PublishFile(ctx, p.Repository, claim.RuleSetPath, data, "Publish task-claim rule set "+claim.RuleSetDigest())
-	if err != nil {
-		// Another publisher (a second replica, or one whose start overlapped this one)
-		// may have committed the same file a moment earlier, so this commit lost the
-		// branch ref: the copy there settles it.
-		if got, rerr := p.Files.ReadFile(ctx, p.Repository, claim.RuleSetPath); rerr == nil && bytes.Equal(got, data) {
-			return nil
-		}
-		return fmt.Errorf("publishing the claim rule set: %w", err)
-	}
-	if !fc.Changed {
-		// PublishFile read the file and found exactly these bytes: that read is the
-		// read-back.
-		return nil
-	}
-	got, err := p.Files.ReadFile(ctx, p.Repository, claim.RuleSetPath)
-	if err != nil {
-		return fmt.Errorf("reading the claim rule set back: %w", err)
-	}
-	if !bytes.Equal(got, data) {
-		return fmt.Errorf("the claim rule set read back from %s does not have digest %s", claim.RuleSetPath, claim.RuleSetDigest())
-	}
-	return nil
+	return giteaclaim.PublishRuleSet(ctx, p.Files, p.Repository)
 }
 
 // Verified reports whether the last read-back showed the rule set in force; checked is
@@ -118,8 +87,8 @@ func (p *RulePublisher) Verified() (verified, checked bool) {
 	return p.verified, p.checked
 }
 
-// rulePublisher is the reconciler's publisher: Rules, or one made on first use (a
-// reconciler driven without a manager).
+// rulePublisher is the reconciler's publisher for the flags' repository: Rules, or one
+// made on first use (a reconciler driven without a manager).
 func (r *Reconciler) rulePublisher() *RulePublisher {
 	r.rulesInit.Do(func() {
 		if r.Rules == nil {
@@ -129,22 +98,18 @@ func (r *Reconciler) rulePublisher() *RulePublisher {
 	return r.Rules
 }
 
-// refuseWithoutRules refuses a validation or claim while the published rule set is not
-// verified (fail closed). Before the publisher's first attempt finished it makes that
-// attempt itself, so a claim that arrives while the manager starts waits for it instead
-// of being refused. Other steps (re-checks, release, deletion) never wait for the rules.
-func (r *Reconciler) refuseWithoutRules(ctx context.Context, tc *fleetv1alpha1.TaskClaim, step claim.Step) (bool, error) {
-	if step != claim.StepValidate && step != claim.StepClaim {
-		return false, nil
-	}
+// rulesNotInForce says whether the rule set published in the flags' repository is not
+// verified, so a validation or claim there must be refused (fail closed). Before the
+// publisher's first attempt finished it makes that attempt itself, so a claim that
+// arrives while the manager starts waits for it instead of being refused. Other steps
+// (re-checks, release, deletion) never wait for the rules. (A GiteaRepository's rule set
+// is part of its readiness: forge.Resolve.)
+func (r *Reconciler) rulesNotInForce(ctx context.Context) bool {
 	p := r.rulePublisher()
 	verified, checked := p.Verified()
 	if !checked {
-		_ = p.Sync(ctx) // its failure is the refusal below
+		_ = p.Sync(ctx) // its failure is the refusal
 		verified, _ = p.Verified()
 	}
-	if verified {
-		return false, nil
-	}
-	return true, r.reject(ctx, tc, claim.RuleSetUnpublished(apiconv.Target(tc.Spec.Target)))
+	return !verified
 }

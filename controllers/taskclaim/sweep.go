@@ -44,9 +44,9 @@ type Sweeper struct {
 	Reader client.Reader
 	// Client deletes locks.
 	Client client.Client
-	// Gitea lists, ends and audits records.
-	Gitea SweepGitea
-	// Repository is the repository whose records are swept.
+	// Gitea lists, ends and audits records in Repository, the repository whose records are
+	// swept (none when Gitea is nil: only locks are swept).
+	Gitea      SweepGitea
 	Repository string
 	// TTL is the claims' lifetime: records are looked for on items updated within twice
 	// of it, and a free lock is removed once it was idle that long.
@@ -115,6 +115,9 @@ func (s *Sweeper) claimIDs(ctx context.Context) (func(string) bool, error) {
 }
 
 func (s *Sweeper) sweepRecords(ctx context.Context, res *SweepResult) error {
+	if s.Gitea == nil {
+		return nil
+	}
 	now := s.Clock.Now()
 	records, err := s.Gitea.ListRecords(ctx, s.Repository, now.Add(-2*s.TTL))
 	if err != nil {

@@ -191,6 +191,10 @@ func TestNoRefusalNamesAnotherTarget(t *testing.T) {
 	assertNamesOnlyRequested(t, "rules/unpublished", r, fxPR())
 	seen[r.FailedPredicate] = true
 
+	r = RepositoryNotReady(fxPR())
+	assertNamesOnlyRequested(t, "repository/not-ready", r, fxPR())
+	seen[r.FailedPredicate] = true
+
 	_, rs := RuleSet()
 	for _, rule := range rs.Rules {
 		if !seen[rule.Predicate] {

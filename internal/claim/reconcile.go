@@ -1,12 +1,6 @@
 package claim
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
-	"strconv"
-	"strings"
-	"time"
-)
+import "time"
 
 // Step is what the reconciler does next with a claim that is not being deleted.
 type Step string
@@ -114,14 +108,6 @@ func RecheckAfter(expires, now time.Time, recheck time.Duration) time.Duration {
 		recheck = DefaultActiveRecheck
 	}
 	return min(max(expires.Sub(now), time.Second), max(recheck, time.Second))
-}
-
-// LockName is the deterministic name of a target's lock (a coordination Lease in the
-// claim's namespace). Repository names compare case-insensitively, so they are
-// lower-cased; the head is not part of the name (one lock per issue or pull request).
-func LockName(t Target) string {
-	sum := sha256.Sum256([]byte(strings.ToLower(t.Repository) + "|" + string(t.Kind) + "|" + strconv.FormatInt(t.Number, 10)))
-	return "fleet-claim-" + hex.EncodeToString(sum[:])[:20]
 }
 
 // Readiness is how a claim's phase reads as the Ready and Stalled conditions: Ready only

@@ -146,13 +146,14 @@ func TestRecheckAfter(t *testing.T) {
 }
 
 func TestLockName(t *testing.T) {
-	a := LockName(Target{Repository: "Acme/Widgets", Kind: KindIssue, Number: 7})
-	if a != LockName(Target{Repository: "acme/widgets", Kind: KindIssue, Number: 7, HeadSHA: "ignored"}) {
+	named := RepositoryKey{}
+	a := LockName(named, Target{Repository: "Acme/Widgets", Kind: KindIssue, Number: 7})
+	if a != LockName(named, Target{Repository: "acme/widgets", Kind: KindIssue, Number: 7, HeadSHA: "ignored"}) {
 		t.Error("lock name depends on repository case or head")
 	}
-	if a == LockName(Target{Repository: "acme/widgets", Kind: KindPullRequest, Number: 7}) ||
-		a == LockName(Target{Repository: "acme/widgets", Kind: KindIssue, Number: 8}) ||
-		a == LockName(Target{Repository: "acme/gadgets", Kind: KindIssue, Number: 7}) {
+	if a == LockName(named, Target{Repository: "acme/widgets", Kind: KindPullRequest, Number: 7}) ||
+		a == LockName(named, Target{Repository: "acme/widgets", Kind: KindIssue, Number: 8}) ||
+		a == LockName(named, Target{Repository: "acme/gadgets", Kind: KindIssue, Number: 7}) {
 		t.Error("distinct targets share a lock")
 	}
 	if !strings.HasPrefix(a, "fleet-claim-") || len(a) != len("fleet-claim-")+20 {
@@ -160,8 +161,42 @@ func TestLockName(t *testing.T) {
 	}
 	// The name is part of the state of a running fleet: changing it would orphan every
 	// lock held across an upgrade.
-	if got := LockName(Target{Repository: "acme/widgets", Kind: KindIssue, Number: 7}); got != "fleet-claim-82ee72b5fb504a19d2eb" {
+	if got := LockName(named, Target{Repository: "acme/widgets", Kind: KindIssue, Number: 7}); got != "fleet-claim-82ee72b5fb504a19d2eb" {
 		t.Errorf("LockName changed: %q", got)
+	}
+}
+
+func TestLockNameOfAResolvedRepository(t *testing.T) {
+	issue7 := Target{Repository: "acme/widgets", Kind: KindIssue, Number: 7}
+	onA := RepositoryKey{Server: "gitea-a", ID: 42}
+	a := LockName(onA, issue7)
+	if !strings.HasPrefix(a, "fleet-claim-") || len(a) != len("fleet-claim-")+20 {
+		t.Errorf("lock name %q is not fleet-claim-<20 hex>", a)
+	}
+	// The key is (server, ID, kind, number): the name the claim spells does not matter (a
+	// rename changes no lock), every part of the key does.
+	renamed := issue7
+	renamed.Repository = "acme/gizmos"
+	if LockName(onA, renamed) != a {
+		t.Error("a rename moved the lock")
+	}
+	for _, other := range []struct {
+		key RepositoryKey
+		t   Target
+	}{
+		{RepositoryKey{Server: "gitea-b", ID: 42}, issue7},                          // same ID, other server
+		{RepositoryKey{Server: "gitea-a", ID: 43}, issue7},                          // same number, other repository
+		{onA, Target{Repository: "acme/widgets", Kind: KindPullRequest, Number: 7}}, // other kind
+		{onA, Target{Repository: "acme/widgets", Kind: KindIssue, Number: 8}},       // other number
+		{RepositoryKey{}, issue7},                                                   // the flags' repository
+		{RepositoryKey{Server: "gitea-a4", ID: 2}, issue7},                          // no concatenation clash
+	} {
+		if LockName(other.key, other.t) == a {
+			t.Errorf("%v %v shares the lock of %v %v", other.key, other.t, onA, issue7)
+		}
+	}
+	if (RepositoryKey{}).String() != "" || onA.String() != "gitea-a/42" || !(RepositoryKey{}).Named() || onA.Named() {
+		t.Error("RepositoryKey renders or reports the flags' repository wrongly")
 	}
 }
 

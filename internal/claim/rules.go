@@ -67,6 +67,7 @@ const (
 	ruleControllerRepoMismatch   ruleID = "TC012"
 	ruleWorkerHoldsClaim         ruleID = "TC013"
 	ruleWorkerClaimLimit         ruleID = "TC014"
+	ruleRepositoryNotReady       ruleID = "TC015"
 	ruleTargetStateMismatch      ruleID = "TC020"
 	ruleHeadSHAMismatch          ruleID = "TC021"
 	ruleTargetStateIncomplete    ruleID = "TC022"

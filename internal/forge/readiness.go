@@ -30,6 +30,7 @@ const (
 	ReasonDefaultBranchUnprotected    = "DefaultBranchUnprotected"
 	ReasonWorkerCanWriteAroundGateway = "WorkerCanWriteAroundGateway"
 	ReasonDuplicateRepository         = "DuplicateRepository"
+	ReasonRuleSetUnpublished          = "RuleSetUnpublished"
 )
 
 // Verdict is a Ready condition: its status, reason and message.
@@ -92,7 +93,8 @@ type RepositoryFacts struct {
 	// NotFound says the server has no such repository; NotFoundDetail says which.
 	NotFound       bool
 	NotFoundDetail string
-	// Duplicate names an older GiteaRepository of the namespace on the same repository.
+	// Duplicate names an older GiteaRepository of the namespace on the same repository, or
+	// on the same owner/name on another server.
 	Duplicate string
 	// FullName is "owner/name" as Gitea reports it; ID its repository ID.
 	FullName string
@@ -101,11 +103,16 @@ type RepositoryFacts struct {
 	// identities). Nil when it could not be read: SetupProblem says why.
 	Setup        *claim.GiteaSetup
 	SetupProblem string
+	// RuleSetProblem says why the claim rule set in force could not be published to the
+	// repository or read back from it unchanged ("" when it was, or was not tried); RuleSet
+	// is the digest of the rule set read back ("" when none was).
+	RuleSetProblem string
+	RuleSet        string
 }
 
 // JudgeRepository decides a repository's Ready condition: found, on a Ready server, not a
-// duplicate, and with a default branch that no worker identity can write to around the
-// gateway.
+// duplicate, with a default branch that no worker identity can write to around the
+// gateway, and with the claim rule set in force published in it.
 func JudgeRepository(f RepositoryFacts) Verdict {
 	switch {
 	case f.ServerMissing:
@@ -122,7 +129,7 @@ func JudgeRepository(f RepositoryFacts) Verdict {
 		return Verdict{Reason: ReasonRepositoryNotFound, Message: "Gitea's answer named no repository"}
 	case f.Duplicate != "":
 		return Verdict{Reason: ReasonDuplicateRepository, Message: fmt.Sprintf(
-			"the older GiteaRepository %s names the same repository (%s, ID %d) on %s; only it is used", f.Duplicate, f.FullName, f.ID, f.Server)}
+			"the older GiteaRepository %s of this namespace names the same repository as this one (%s, ID %d on %s), or the same owner/name on another server; only it is used", f.Duplicate, f.FullName, f.ID, f.Server)}
 	case f.Setup == nil:
 		return Verdict{Reason: ReasonUnreachable, Message: "the repository's protection could not be read: " + f.SetupProblem}
 	}
@@ -143,7 +150,12 @@ func JudgeRepository(f RepositoryFacts) Verdict {
 		return Verdict{Reason: ReasonDefaultBranchUnprotected, Message: strings.Join(unprotected, "; ")}
 	case len(around) > 0:
 		return Verdict{Reason: ReasonWorkerCanWriteAroundGateway, Message: strings.Join(around, "; ")}
+	case f.RuleSetProblem != "":
+		return Verdict{Reason: ReasonRuleSetUnpublished, Message: "the claim rule set in force is not published in the repository: " + f.RuleSetProblem}
+	case f.RuleSet != "" && f.RuleSet != claim.RuleSetDigest():
+		return Verdict{Reason: ReasonRuleSetUnpublished, Message: fmt.Sprintf(
+			"the repository holds the claim rule set %s, not the one in force (%s)", f.RuleSet, claim.RuleSetDigest())}
 	}
 	return Verdict{Ready: true, Reason: ReasonResolved, Message: fmt.Sprintf(
-		"%s (ID %d) on %s; its default branch %s is protected and no worker identity can write around the gateway", f.FullName, f.ID, f.Server, f.Setup.DefaultBranch)}
+		"%s (ID %d) on %s; its default branch %s is protected, no worker identity can write around the gateway, and the rule set in force is published", f.FullName, f.ID, f.Server, f.Setup.DefaultBranch)}
 }

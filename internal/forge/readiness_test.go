@@ -73,6 +73,11 @@ func TestJudgeRepository(t *testing.T) {
 			Workers: map[string]bool{"worker-1": false},
 			Rules:   []claim.BranchRule{{Name: "main", EnablePush: true, PushAllowlistOn: true, PushAllowlist: []string{"worker-1"}}}}}),
 			ReasonWorkerCanWriteAroundGateway, "worker-1 may push"},
+		{"the rule set not published", found(RepositoryFacts{Setup: protected, RuleSetProblem: "409: the branch moved"}),
+			ReasonRuleSetUnpublished, "409: the branch moved"},
+		{"a worker's rights outrank the rule set", found(RepositoryFacts{Setup: &claim.GiteaSetup{DefaultBranch: "main", Version: "1.27.3",
+			Rules: protected.Rules, Workers: map[string]bool{"worker-1": true}}, RuleSetProblem: "409"}),
+			ReasonWorkerCanWriteAroundGateway, "worker-1"},
 		{"unprotected outranks a worker's rights", found(RepositoryFacts{Setup: &claim.GiteaSetup{DefaultBranch: "main", Version: "1.27.3",
 			Workers: map[string]bool{"worker-1": true}}}), ReasonDefaultBranchUnprotected, "not protected"},
 	}

@@ -80,10 +80,12 @@ type Wiring struct {
 	Host liveness.HostFacts
 	// AgentNamespace holds the hosts' coordination Leases.
 	AgentNamespace string
-	// Gitea is the controller's Gitea client; nil runs no TaskClaim reconciler.
-	Gitea *giteaclaim.Client
-	// Repository is the one repository claims may target.
-	Repository string
+	// Gitea is the controller's Gitea client of Repository, the repository the shipped
+	// manager's flags name; Repositories finds the GiteaRepositories of a claim's
+	// namespace. With neither, no TaskClaim reconciler runs.
+	Gitea        *giteaclaim.Client
+	Repository   string
+	Repositories taskclaim.Repositories
 	// ClaimTTL is a capability's lifetime (zero: an hour).
 	ClaimTTL time.Duration
 	// ActiveRecheck is how often an Active claim is looked at again (zero: a second).
@@ -108,7 +110,7 @@ func Wire(mgr manager.Manager, w Wiring) (hostagent.Elections, error) {
 	}).SetupWithManager(mgr); err != nil {
 		return elections, err
 	}
-	if w.Gitea == nil {
+	if w.Gitea == nil && w.Repositories == nil {
 		return elections, nil
 	}
 	ttl, recheck := w.ClaimTTL, w.ActiveRecheck
@@ -118,19 +120,22 @@ func Wire(mgr manager.Manager, w Wiring) (hostagent.Elections, error) {
 	if recheck == 0 {
 		recheck = time.Second
 	}
-	return elections, (&taskclaim.Reconciler{
+	r := &taskclaim.Reconciler{
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
-		Gitea:         w.Gitea,
+		Repositories:  w.Repositories,
 		Verdicts:      authz.Reviewer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()},
 		Fence:         workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clk},
-		Repository:    w.Repository,
 		TTL:           ttl,
 		ActiveRecheck: recheck,
 		Nudges:        w.Nudges,
 		Clock:         clk,
 		Recorder:      mgr.GetEventRecorder("taskclaim-controller"),
-	}).SetupWithManager(mgr)
+	}
+	if w.Gitea != nil { // a nil *Client would be a non-nil Gitea
+		r.Gitea, r.Repository = w.Gitea, w.Repository
+	}
+	return elections, r.SetupWithManager(mgr)
 }
 
 // Worker is a registered fleet worker: a ServiceAccount (its Kubernetes identity) and a

@@ -1,0 +1,276 @@
+package gitearepository_test
+
+import (
+	"fmt"
+	"sync"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/test/support/testenv"
+	"github.com/giteatools/fleet-controller/test/support/testfleet"
+)
+
+// Task claims in GiteaRepositories: the manager of this suite has no repository of its
+// own (no --gitea-url, no --repository), so every claim is decided in the repository a
+// GiteaRepository of the claim's namespace names, on that repository's server, under a
+// lock keyed by (server, repository ID, kind, number).
+
+// served is a Gitea repository with an open issue #1, and the Ready GiteaRepository that
+// names it in a namespace.
+type served struct {
+	obj  *fleetv1alpha1.GiteaRepository
+	full string
+	id   int64
+}
+
+// serve creates a protected Gitea repository with issue #1 and a GiteaRepository for it
+// on server in ns, and waits until it is Ready with the rule set in force.
+func serve(ns, server string) served {
+	GinkgoHelper()
+	full, id := giteaRepo(true)
+	n, err := forgeSrv.CreateIssue(ctx, forgeSrv.Token, full, "the first task", "Task: the first task\n")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(n).To(Equal(int64(1)))
+	r := newRepository(ns, server, full)
+	Eventually(readyOf(r)).Should(HaveField("Reason", fleetv1alpha1.ReasonRepositoryResolved))
+	Expect(getRepo(r).Status.RuleSetDigest).To(Equal(claim.RuleSetDigest()), "the check published the rule set in force")
+	return served{obj: r, full: full, id: id}
+}
+
+// claimer is a live worker with a Gitea account of its own that may write to the
+// repository it is bound to.
+type claimer struct {
+	name, ns string
+	c        client.Client
+}
+
+func newClaimer(ns, repo string) *claimer {
+	GinkgoHelper()
+	login := testenv.Uniq("mw")
+	_, err := forgeSrv.CreateUser(ctx, login)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(forgeSrv.AddCollaborator(ctx, repo, login)).To(Succeed())
+	fw, err := testfleet.Register(ctx, env, testfleet.WorkerSpec{Namespace: ns, Name: login, Repository: repo,
+		Host: hostFacts, StartTime: selfStart})
+	Expect(err).NotTo(HaveOccurred())
+	return &claimer{name: login, ns: ns, c: fw.Client}
+}
+
+// claim creates the worker's claim on issue #1 of repo; the spec's cleanup releases it.
+func (w *claimer) claim(repo string) *fleetv1alpha1.TaskClaim {
+	GinkgoHelper()
+	tc := &fleetv1alpha1.TaskClaim{ObjectMeta: metav1.ObjectMeta{Name: testenv.Uniq("tc"), Namespace: w.ns},
+		Spec: fleetv1alpha1.TaskClaimSpec{Worker: w.name, Target: testfleet.IssueTarget(repo, 1)}}
+	Expect(w.c.Create(ctx, tc)).To(Succeed())
+	DeferCleanup(func() {
+		_ = w.update(tc, func(c *fleetv1alpha1.TaskClaim) { c.Spec.Release = true })
+	})
+	return tc
+}
+
+func (w *claimer) update(tc *fleetv1alpha1.TaskClaim, mutate func(*fleetv1alpha1.TaskClaim)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &fleetv1alpha1.TaskClaim{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(tc), cur); err != nil {
+			return err
+		}
+		mutate(cur)
+		return w.c.Update(ctx, cur)
+	})
+}
+
+// pin copies the claim's validation pin into its spec, as the worker.
+func (w *claimer) pin(tc *fleetv1alpha1.TaskClaim) {
+	GinkgoHelper()
+	v := claimOf(tc).Status.Validation
+	Expect(v).NotTo(BeNil())
+	Expect(w.update(tc, func(c *fleetv1alpha1.TaskClaim) { c.Spec.Pin = v.Pin })).To(Succeed())
+}
+
+func claimOf(tc *fleetv1alpha1.TaskClaim) *fleetv1alpha1.TaskClaim {
+	GinkgoHelper()
+	out := &fleetv1alpha1.TaskClaim{}
+	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(tc), out)).To(Succeed())
+	return out
+}
+
+// phaseOf reads the claim's phase and refusal, for Eventually.
+func phaseOf(tc *fleetv1alpha1.TaskClaim) func() string {
+	return func() string {
+		out := &fleetv1alpha1.TaskClaim{}
+		if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(tc), out); err != nil {
+			return err.Error()
+		}
+		if r := out.Status.Result; r != nil && r.FailedPredicate != "" {
+			return out.Status.Phase + "/" + r.FailedPredicate
+		}
+		return out.Status.Phase
+	}
+}
+
+// recordOf reads the claim record in force on issue n of repo, as Gitea holds it.
+func recordOf(repo string, n int64) *claim.Record {
+	GinkgoHelper()
+	rec, _, err := adminGitea.Read(ctx, claim.Target{Repository: repo, Kind: claim.KindIssue, Number: n})
+	Expect(err).NotTo(HaveOccurred())
+	return rec
+}
+
+var _ = Describe("TaskClaims in GiteaRepositories", func() {
+	var teamA, teamB string
+
+	BeforeEach(func() {
+		var err error
+		teamA, err = env.NewNamespace(ctx, "team-a")
+		Expect(err).NotTo(HaveOccurred())
+		teamB, err = env.NewNamespace(ctx, "team-b")
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("gives one winner per repository when #1 of three repositories on two servers is claimed at once, each published in its own repository", func() {
+		a := readyServer()
+		proxy, err := forgeSrv.NewProxy()
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(proxy.Stop)
+		b := newServer(proxy.URL, tokenSecret(forgeSrv.Token))
+		Eventually(readyOf(b)).Should(HaveField("Reason", fleetv1alpha1.ReasonServerConnected))
+		// Two repositories on one server, in two namespaces, and one on the other server:
+		// each has an issue #1.
+		repos := []served{serve(teamA, a.Name), serve(teamB, a.Name), serve(teamA, b.Name)}
+		claims := make([][]*fleetv1alpha1.TaskClaim, len(repos))
+		workers := make([][]*claimer, len(repos))
+		for i, r := range repos {
+			for range 2 {
+				w := newClaimer(r.obj.Namespace, r.full)
+				workers[i] = append(workers[i], w)
+				claims[i] = append(claims[i], w.claim(r.full))
+			}
+		}
+		for i := range repos {
+			for _, tc := range claims[i] {
+				Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
+			}
+		}
+		// All six pin at once.
+		var wg sync.WaitGroup
+		for i := range repos {
+			for j, tc := range claims[i] {
+				wg.Go(func() {
+					defer GinkgoRecover()
+					workers[i][j].pin(tc)
+				})
+			}
+		}
+		wg.Wait()
+
+		locks := map[string]string{}
+		for i, r := range repos {
+			var winners, losers []*fleetv1alpha1.TaskClaim
+			for _, tc := range claims[i] {
+				Eventually(phaseOf(tc)).Should(Or(Equal(fleetv1alpha1.ClaimPhaseActive), HavePrefix(fleetv1alpha1.ClaimPhaseRejected+"/")))
+				if cur := claimOf(tc); cur.Status.Phase == fleetv1alpha1.ClaimPhaseActive {
+					winners = append(winners, cur)
+				} else {
+					losers = append(losers, cur)
+				}
+			}
+			Expect(winners).To(HaveLen(1), "exactly one winner in %s", r.full)
+			Expect(losers[0].Status.Result.Class).To(Equal(string(claim.ClassContention)), "the other lost a race in its own repository")
+			win := winners[0]
+			// The claim is keyed by its server and the repository ID, and holds that lock.
+			Expect(win.Status.Repository).To(Equal(&fleetv1alpha1.ClaimRepository{Server: r.obj.Spec.Server, ID: r.id,
+				LockName: claim.LockName(claim.RepositoryKey{Server: r.obj.Spec.Server, ID: r.id}, claim.Target{Kind: claim.KindIssue, Number: 1})}))
+			Expect(win.Status.Capability.LeaseName).To(Equal(win.Status.Repository.LockName))
+			lease := &coordinationv1.Lease{}
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: win.Namespace, Name: win.Status.Repository.LockName}, lease)).To(Succeed())
+			Expect(*lease.Spec.HolderIdentity).To(Equal(string(win.UID)))
+			lock := win.Namespace + "/" + win.Status.Repository.LockName
+			Expect(locks).NotTo(HaveKey(lock), "two repositories share a lock")
+			locks[lock] = r.full
+			// Its record is in force in its own repository's #1, and nowhere else.
+			rec := recordOf(r.full, 1)
+			Expect(rec).NotTo(BeNil())
+			Expect(rec.ClaimID).To(Equal(string(win.UID)))
+			Expect(rec.State).To(Equal(claim.RecordStateActive))
+		}
+	})
+
+	It("refuses a claim on a repository that no GiteaRepository of the claim's namespace names, and touches nothing", func() {
+		a := readyServer()
+		mine := serve(teamA, a.Name)
+		// A worker of team-b, bound to team-a's repository, claims in it from team-b.
+		outsider := newClaimer(teamB, mine.full)
+		tc := outsider.claim(mine.full)
+		Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseRejected + "/controller_repository_mismatch"))
+		Expect(claimOf(tc).Status.Repository).To(BeNil())
+		leases := &coordinationv1.LeaseList{}
+		Expect(k8sClient.List(ctx, leases, client.InNamespace(teamB))).To(Succeed())
+		Expect(leases.Items).To(BeEmpty(), "no lock was made for it")
+		Expect(recordOf(mine.full, 1)).To(BeNil(), "nothing was published")
+	})
+
+	It("ends the capabilities on a server that stops answering, refuses claims there, and keeps claiming on the other server", func() {
+		a := readyServer()
+		proxy, err := forgeSrv.NewProxy()
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(proxy.Stop)
+		b := newServer(proxy.URL, tokenSecret(forgeSrv.Token))
+		Eventually(readyOf(b)).Should(HaveField("Reason", fleetv1alpha1.ReasonServerConnected))
+		onA, onB := serve(teamA, a.Name), serve(teamA, b.Name)
+		holder := newClaimer(teamA, onB.full)
+		held := holder.claim(onB.full)
+		Eventually(phaseOf(held)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
+		holder.pin(held)
+		Eventually(phaseOf(held)).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
+
+		Expect(proxy.Stop()).To(Succeed())
+		// Fail closed: the capability ends as soon as the repository is not Ready; the
+		// record is ended once the server answers again, and the finalizer holds till then.
+		Eventually(phaseOf(held)).Should(Equal(fleetv1alpha1.ClaimPhaseRevoked))
+		ended := claimOf(held)
+		Expect(ended.Status.EndedReason).To(Equal(string(claim.TriggerOwnershipLoss)))
+		Expect(ended.Status.Capability).To(BeNil())
+		Expect(ended.Finalizers).To(ContainElement(fleetv1alpha1.ClaimFinalizer))
+		Expect(meta.IsStatusConditionTrue(ended.Status.Conditions, fleetv1alpha1.RecordClearedCondition)).To(BeFalse())
+
+		late := newClaimer(teamA, onB.full)
+		refused := late.claim(onB.full)
+		Eventually(phaseOf(refused)).Should(Equal(fleetv1alpha1.ClaimPhaseRejected + "/repository_not_ready"))
+		Eventually(func() []string { return eventReasons(refused.Name) }).Should(ContainElement(fleetv1alpha1.ReasonRepositoryNotReady), "an Event says which repository is not Ready and why")
+
+		other := newClaimer(teamA, onA.full)
+		fine := other.claim(onA.full)
+		Eventually(phaseOf(fine)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
+		other.pin(fine)
+		Eventually(phaseOf(fine)).Should(Equal(fleetv1alpha1.ClaimPhaseActive), "the other server's claims go on")
+
+		Expect(proxy.Start()).To(Succeed())
+		Eventually(func() []string { return claimOf(held).Finalizers }).Should(BeEmpty(), "the record is ended once the server answers")
+		Expect(meta.IsStatusConditionTrue(claimOf(held).Status.Conditions, fleetv1alpha1.RecordClearedCondition)).To(BeTrue())
+		Expect(recordOf(onB.full, 1)).To(HaveField("State", claim.RecordStateRevoked), "the record was ended as the claim was")
+	})
+})
+
+// eventReasons lists the reasons of the Events about the object named name.
+func eventReasons(name string) []string {
+	list := &corev1.EventList{}
+	if err := k8sClient.List(ctx, list); err != nil {
+		return []string{fmt.Sprint(err)}
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.InvolvedObject.Name == name {
+			out = append(out, e.Reason)
+		}
+	}
+	return out
+}

@@ -1,0 +1,59 @@
+package gitearepository
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/controllers/giteaserver"
+	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/internal/forge"
+	"github.com/giteatools/fleet-controller/internal/giteaclaim"
+)
+
+// Resolver finds the repository a TaskClaim names among the GiteaRepositories of the
+// claim's namespace (forge.Resolve decides), and gives the Gitea client of a server. It
+// reads the objects from the manager's cache: a repository's Ready condition is what its
+// last check wrote, and the claim's own reads of Gitea then show the state of the moment.
+type Resolver struct {
+	Reader client.Reader
+	Dialer *giteaserver.Dialer
+}
+
+// Resolve finds the repository name ("owner/name") names in namespace.
+func (r *Resolver) Resolve(ctx context.Context, namespace, name string) (forge.Resolution, error) {
+	list := &fleetv1alpha1.GiteaRepositoryList{}
+	if err := r.Reader.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return forge.Resolution{}, fmt.Errorf("listing the GiteaRepositories of %s: %w", namespace, err)
+	}
+	cands := make([]forge.Candidate, 0, len(list.Items))
+	for i := range list.Items {
+		cands = append(cands, candidate(&list.Items[i]))
+	}
+	return forge.Resolve(name, cands, claim.RuleSetDigest()), nil
+}
+
+// candidate is what resolving reads of repo: its Ready condition counts only when it was
+// written for the current generation.
+func candidate(repo *fleetv1alpha1.GiteaRepository) forge.Candidate {
+	c := forge.Candidate{Object: repo.Name, Server: repo.Spec.Server, Owner: repo.Spec.Owner, Repo: repo.Spec.Name,
+		ID: repo.Status.RepositoryID, RuleSetDigest: repo.Status.RuleSetDigest}
+	if cond := meta.FindStatusCondition(repo.Status.Conditions, fleetv1alpha1.ReadyCondition); cond != nil {
+		c.Reason, c.Message = cond.Reason, cond.Message
+		c.Ready = cond.Status == "True" && cond.ObservedGeneration == repo.Generation
+	}
+	return c
+}
+
+// Client is the controller's Gitea client for the GiteaServer server. A server that is
+// gone, or whose token or CA bundle cannot be used, is an error that says so.
+func (r *Resolver) Client(ctx context.Context, server string) (*giteaclaim.Client, error) {
+	srv := &fleetv1alpha1.GiteaServer{}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Name: server}, srv); err != nil {
+		return nil, fmt.Errorf("reading the GiteaServer %s: %w", server, err)
+	}
+	return r.Dialer.Client(ctx, srv)
+}

@@ -1,0 +1,86 @@
+package claim
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+)
+
+// RepositoryKey is what a claim's repository is known by: the GiteaServer it is on and
+// its Gitea repository ID, which a rename in Gitea changes neither of. The repository the
+// manager's --gitea-url and --repository flags name has the zero key: it is known by its
+// name, as it was before repositories were objects.
+type RepositoryKey struct {
+	Server string
+	ID     int64
+}
+
+// Named reports whether k is the zero key of the flags' repository.
+func (k RepositoryKey) Named() bool { return k == RepositoryKey{} }
+
+// String renders the key as server/id, or "" for the flags' repository.
+func (k RepositoryKey) String() string {
+	if k.Named() {
+		return ""
+	}
+	return k.Server + "/" + strconv.FormatInt(k.ID, 10)
+}
+
+// LockName is the deterministic name of a target's lock, a coordination Lease in the
+// claim's namespace: one per (server, repository ID, kind, number), so two repositories
+// with the same issue numbers never share a lock, and a rename changes no lock. The head
+// is not part of it (one lock per issue or pull request).
+//
+// The flags' repository keeps the name its locks had before repositories were objects,
+// over its lower-cased name, kind and number: locks held across an upgrade stay the
+// claims' locks.
+func LockName(k RepositoryKey, t Target) string {
+	var in string
+	if k.Named() {
+		in = strings.ToLower(t.Repository) + "|" + string(t.Kind) + "|" + strconv.FormatInt(t.Number, 10)
+	} else {
+		in = "server=" + k.Server + "|id=" + strconv.FormatInt(k.ID, 10) + "|" + string(t.Kind) + "|" + strconv.FormatInt(t.Number, 10)
+	}
+	sum := sha256.Sum256([]byte(in))
+	return "fleet-claim-" + hex.EncodeToString(sum[:])[:20]
+}
+
+// RepositoryNotServed is the final refusal of a target in a repository the controller
+// does not serve in the claim's namespace: no GiteaRepository there names it, and it is
+// not the flags' repository.
+func RepositoryNotServed(target Target) Result {
+	return refusal(ruleControllerRepoMismatch, OutcomeRejected, target)
+}
+
+// NotServed reports whether r is the refusal of a repository the controller does not
+// serve (RepositoryNotServed). The reconciler then refuses with ValidateUnserved, which
+// cites the first rule the request breaks in the rules' order.
+func (r Result) NotServed() bool {
+	return r.Refused() && r.RuleID == string(ruleControllerRepoMismatch)
+}
+
+// ValidateUnserved validates a request in a repository the controller does not serve,
+// where there is no target state to read: it refuses for the worker (not registered,
+// not live, denied), the target's shape or the worker's binding when one of those fails
+// first, as Validate would in a served repository, and otherwise as RepositoryNotServed.
+func ValidateUnserved(in ValidateInput) Result {
+	in.ControllerRepository, in.State = "", TargetState{}
+	_, r := Validate(in)
+	return r
+}
+
+// RepositoryNotReady is the final refusal of a validation or claim in a repository that
+// is not Ready: its server is unreachable or refuses the controller's token, its default
+// branch is not protected, its rule set is not published, or two of the namespace's
+// GiteaRepositories claim its name. Nothing is decided there until it is Ready again.
+func RepositoryNotReady(target Target) Result {
+	return loss(ruleRepositoryNotReady, target)
+}
+
+// RepositoryMoved is the final refusal of a claim whose repository is no longer the one
+// its validation found: the namespace's GiteaRepository for the name was replaced by one
+// on another server or repository ID. The pinned state was read there, not here.
+func RepositoryMoved(target Target) Result {
+	return loss(ruleRepositoryBindingChanged, target)
+}

@@ -1,0 +1,62 @@
+package claim
+
+import "testing"
+
+func TestRepositoryRefusals(t *testing.T) {
+	target := Target{Repository: "acme/app", Kind: KindIssue, Number: 1}
+	tests := []struct {
+		name      string
+		res       Result
+		predicate string
+		outcome   Outcome
+		class     Class
+	}{
+		{"not served in the namespace", RepositoryNotServed(target), "controller_repository_mismatch", OutcomeRejected, ClassPolicy},
+		{"not Ready", RepositoryNotReady(target), "repository_not_ready", OutcomeNotAcquired, ClassPolicy},
+		{"another repository than at validation", RepositoryMoved(target), "repository_binding_changed", OutcomeNotAcquired, ClassStaleState},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := tt.res
+			if !r.Refused() || r.FailedPredicate != tt.predicate || r.Outcome != tt.outcome || r.Class != tt.class {
+				t.Fatalf("got %+v, want a %s refusal %s of class %s", r, tt.outcome, tt.predicate, tt.class)
+			}
+			if r.RetryPermitted || !r.ReassessFromFreshState || r.RuleSetDigest != RuleSetDigest() || r.Target != target {
+				t.Errorf("the refusal is not final, names another target, or lacks the digest: %+v", r)
+			}
+		})
+	}
+}
+
+// TestValidateUnserved: a request in a repository the controller does not serve is
+// refused for the first rule it breaks in the rules' order, with no target state, and
+// only the last of those is the repository's own refusal.
+func TestValidateUnserved(t *testing.T) {
+	tests := []struct {
+		name      string
+		mut       func(*ValidateInput)
+		predicate string
+		notServed bool
+	}{
+		{"a live worker bound to the repository", func(*ValidateInput) {}, "controller_repository_mismatch", true},
+		{"a worker bound to another repository", func(in *ValidateInput) { in.Worker.Repository = "fleet/ops" }, "worker_repository_mismatch", false},
+		{"no registration", func(in *ValidateInput) { in.Worker = Worker{Name: "w1"} }, "worker_not_registered", false},
+		{"a denied worker", func(in *ValidateInput) { in.CapabilityVerdict = "denied" }, "capability_denied", false},
+		{"a malformed target", func(in *ValidateInput) { in.Requested.Number = 0 }, "target_malformed", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The input as the reconciler builds it: no state, no controller repository.
+			in := fxValidateInput(fxWorker("w1", "carol"), fxIssue(), TargetState{})
+			in.ControllerRepository = fxRepo // ValidateUnserved must not rely on it
+			tt.mut(&in)
+			r := ValidateUnserved(in)
+			if !r.Refused() || r.FailedPredicate != tt.predicate || r.NotServed() != tt.notServed {
+				t.Fatalf("got %s %s (not served %v), want %s (not served %v)", r.Outcome, r.FailedPredicate, r.NotServed(), tt.predicate, tt.notServed)
+			}
+		})
+	}
+	if !RepositoryNotServed(fxIssue()).NotServed() || RepositoryNotReady(fxIssue()).NotServed() {
+		t.Error("NotServed does not tell the repository's own refusal from the others")
+	}
+}
