@@ -50,6 +50,10 @@ const (
 	// ReasonRuleSetUnpublished: the claim rule set in force could not be published to the
 	// repository's .fleet/claim-rules.json, or was not read back unchanged.
 	ReasonRuleSetUnpublished = forge.ReasonRuleSetUnpublished
+	// ReasonRepositoryDeleting: the GiteaRepository is being deleted and waits for the
+	// claims in it to end and release their Gitea records and locks
+	// (RepositoryFinalizer).
+	ReasonRepositoryDeleting = forge.ReasonDeleting
 )
 
 // SecretKeyRef names one key of a Secret in the controller's own namespace.

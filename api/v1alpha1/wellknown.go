@@ -34,6 +34,11 @@ const (
 	// lock until its Gitea record and its lock are released.
 	ClaimFinalizer = "fleet.giteatools.dev/release-claim"
 
+	// RepositoryFinalizer is the finalizer a GiteaRepository carries while it may hold
+	// claims: deleting it ends every capability in it, and the object goes only once
+	// every claim there released its Gitea record and lock.
+	RepositoryFinalizer = "fleet.giteatools.dev/release-claims"
+
 	// GiteaLoginLabel labels the Secret that holds an identity's gateway token; its value
 	// is the Gitea login.
 	GiteaLoginLabel = "fleet.giteatools.dev/gitea-login"

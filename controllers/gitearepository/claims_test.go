@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -117,10 +118,10 @@ func phaseOf(tc *fleetv1alpha1.TaskClaim) func() string {
 	}
 }
 
-// recordOf reads the claim record in force on issue n of repo, as Gitea holds it.
-func recordOf(repo string, n int64) *claim.Record {
+// recordOf reads the claim record on issue #1 of repo, as Gitea holds it.
+func recordOf(repo string) *claim.Record {
 	GinkgoHelper()
-	rec, _, err := adminGitea.Read(ctx, claim.Target{Repository: repo, Kind: claim.KindIssue, Number: n})
+	rec, _, err := adminGitea.Read(ctx, claim.Target{Repository: repo, Kind: claim.KindIssue, Number: 1})
 	Expect(err).NotTo(HaveOccurred())
 	return rec
 }
@@ -197,7 +198,7 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 			Expect(locks).NotTo(HaveKey(lock), "two repositories share a lock")
 			locks[lock] = r.full
 			// Its record is in force in its own repository's #1, and nowhere else.
-			rec := recordOf(r.full, 1)
+			rec := recordOf(r.full)
 			Expect(rec).NotTo(BeNil())
 			Expect(rec.ClaimID).To(Equal(string(win.UID)))
 			Expect(rec.State).To(Equal(claim.RecordStateActive))
@@ -215,7 +216,7 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 		leases := &coordinationv1.LeaseList{}
 		Expect(k8sClient.List(ctx, leases, client.InNamespace(teamB))).To(Succeed())
 		Expect(leases.Items).To(BeEmpty(), "no lock was made for it")
-		Expect(recordOf(mine.full, 1)).To(BeNil(), "nothing was published")
+		Expect(recordOf(mine.full)).To(BeNil(), "nothing was published")
 	})
 
 	It("ends the capabilities on a server that stops answering, refuses claims there, and keeps claiming on the other server", func() {
@@ -256,7 +257,64 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 		Expect(proxy.Start()).To(Succeed())
 		Eventually(func() []string { return claimOf(held).Finalizers }).Should(BeEmpty(), "the record is ended once the server answers")
 		Expect(meta.IsStatusConditionTrue(claimOf(held).Status.Conditions, fleetv1alpha1.RecordClearedCondition)).To(BeTrue())
-		Expect(recordOf(onB.full, 1)).To(HaveField("State", claim.RecordStateRevoked), "the record was ended as the claim was")
+		Expect(recordOf(onB.full)).To(HaveField("State", claim.RecordStateRevoked), "the record was ended as the claim was")
+	})
+
+	It("holds a deleted GiteaRepository until its claims released their records, ends its active capabilities, and deletes its locks", func() {
+		a := readyServer()
+		proxy, err := forgeSrv.NewProxy()
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(proxy.Stop)
+		b := newServer(proxy.URL, tokenSecret(forgeSrv.Token))
+		Eventually(readyOf(b)).Should(HaveField("Reason", fleetv1alpha1.ReasonServerConnected))
+		onA, onB, elsewhere := serve(teamA, a.Name), serve(teamA, b.Name), serve(teamB, a.Name)
+		active := func(r served) *fleetv1alpha1.TaskClaim {
+			w := newClaimer(r.obj.Namespace, r.full)
+			tc := w.claim(r.full)
+			Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
+			w.pin(tc)
+			Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
+			return tc
+		}
+		heldA, heldB, bystander := active(onA), active(onB), active(elsewhere)
+		for _, r := range []served{onA, onB} {
+			Expect(getRepo(r.obj).Finalizers).To(ContainElement(fleetv1alpha1.RepositoryFinalizer))
+		}
+		lockGone := func(tc *fleetv1alpha1.TaskClaim) func() bool {
+			return func() bool {
+				err := k8sClient.Get(ctx, client.ObjectKey{Namespace: tc.Namespace, Name: claimOf(tc).Status.Repository.LockName}, &coordinationv1.Lease{})
+				return apierrors.IsNotFound(err)
+			}
+		}
+		repoGone := func(r served) func() bool {
+			return func() bool {
+				return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(r.obj), &fleetv1alpha1.GiteaRepository{}))
+			}
+		}
+
+		By("deleting the repository of a server that answers: its capability ends and its record is released")
+		Expect(k8sClient.Delete(ctx, onA.obj)).To(Succeed())
+		Eventually(phaseOf(heldA)).Should(Equal(fleetv1alpha1.ClaimPhaseRevoked))
+		Expect(claimOf(heldA).Status.EndedReason).To(Equal(string(claim.TriggerOwnershipLoss)))
+		Eventually(repoGone(onA)).Should(BeTrue())
+		Expect(claimOf(heldA).Finalizers).To(BeEmpty())
+		Expect(recordOf(onA.full)).To(HaveField("State", claim.RecordStateRevoked))
+		Eventually(lockGone(heldA)).Should(BeTrue(), "no lock of the deleted repository is left")
+
+		By("deleting the repository of a server that is down: the object waits for the record")
+		Expect(proxy.Stop()).To(Succeed())
+		Eventually(phaseOf(heldB)).Should(Equal(fleetv1alpha1.ClaimPhaseRevoked))
+		Expect(k8sClient.Delete(ctx, onB.obj)).To(Succeed())
+		Eventually(readyOf(onB.obj)).Should(And(HaveField("Reason", fleetv1alpha1.ReasonRepositoryDeleting), HaveField("Message", ContainSubstring("1 claim"))))
+		Consistently(repoGone(onB), "3s").Should(BeFalse(), "the record is still in force in Gitea")
+		Expect(proxy.Start()).To(Succeed())
+		Eventually(repoGone(onB)).Should(BeTrue())
+		Expect(recordOf(onB.full)).To(HaveField("State", claim.RecordStateRevoked))
+		Eventually(lockGone(heldB)).Should(BeTrue())
+
+		By("leaving the claims of the other namespace's repository alone")
+		Expect(phaseOf(bystander)()).To(Equal(fleetv1alpha1.ClaimPhaseActive))
+		Expect(recordOf(elsewhere.full)).To(HaveField("State", claim.RecordStateActive))
 	})
 })
 

@@ -10,10 +10,12 @@ package gitearepository
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -68,7 +71,10 @@ func (r *Reconciler) next(ready bool) time.Duration {
 	return giteaserver.Next(ready, interval, r.Retry)
 }
 
-// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=gitearepositories,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=gitearepositories,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=gitearepositories/finalizers,verbs=update
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=gitearepositories/status,verbs=get;update;patch
 
 // SetupWithManager registers the reconciler: a repository is checked when its spec
@@ -122,6 +128,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if r.Coordinator != nil && !r.Coordinator.Held() {
 		return ctrl.Result{RequeueAfter: r.next(false)}, nil
 	}
+	if !repo.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, repo)
+	}
+	if controllerutil.AddFinalizer(repo, fleetv1alpha1.RepositoryFinalizer) {
+		if err := r.Client.Update(ctx, repo); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	facts, err := r.check(ctx, repo)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -155,6 +169,101 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.FromContext(ctx).Info("Checked Gitea repository", "ready", v.Ready, "reason", v.Reason, "id", repo.Status.RepositoryID)
 	}
 	return ctrl.Result{RequeueAfter: r.next(v.Ready)}, nil
+}
+
+// DeletionPoll is how often a GiteaRepository being deleted looks again for claims that
+// still hold records or locks in it.
+const DeletionPoll = 2 * time.Second
+
+// finalize lets repo go once no claim in it holds a Gitea record or a lock any more.
+// Deleting it made it unfit for claims (Resolver), so the TaskClaim reconciler ends its
+// active capabilities (ownership_loss) and refuses new claims there; until they released
+// their records (their finalizers are gone) repo stays, not Ready with reason Deleting
+// and the count. Then the free locks its claims named are deleted (with their
+// resourceVersion as a precondition, so a lock taken meanwhile stays) and the finalizer
+// is dropped.
+func (r *Reconciler) finalize(ctx context.Context, repo *fleetv1alpha1.GiteaRepository) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(repo, fleetv1alpha1.RepositoryFinalizer) {
+		return ctrl.Result{}, nil
+	}
+	holding, locks, err := r.claimsIn(ctx, repo)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if holding > 0 {
+		v := forge.JudgeDeletion(holding)
+		was := conditionOf(repo)
+		before := repo.Status.DeepCopy()
+		conditions.Set(&repo.Status.Conditions, repo.Generation, fleetv1alpha1.ReadyCondition, v.Ready, v.Reason, v.Message)
+		repo.Status.ObservedGeneration = repo.Generation
+		if !equality.Semantic.DeepEqual(before, &repo.Status) {
+			if err := r.Client.Status().Update(ctx, repo); err != nil {
+				return ctrl.Result{}, err
+			}
+			if was == nil || was.Reason != v.Reason {
+				r.Recorder.Eventf(repo, nil, corev1.EventTypeNormal, v.Reason, "Delete", "%s", v.Message)
+			}
+		}
+		return ctrl.Result{RequeueAfter: DeletionPoll}, nil
+	}
+	for _, name := range locks {
+		if err := r.deleteFreeLock(ctx, repo.Namespace, name); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	controllerutil.RemoveFinalizer(repo, fleetv1alpha1.RepositoryFinalizer)
+	if err := r.Client.Update(ctx, repo); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	log.FromContext(ctx).Info("Released the Gitea repository: no claim holds a record or lock in it", "locksDeleted", len(locks))
+	return ctrl.Result{}, nil
+}
+
+// claimsIn counts the claims of repo's namespace that were validated in repo (the same
+// server and repository ID) and still hold their record or lock (they carry
+// ClaimFinalizer), and lists the locks all of them named.
+func (r *Reconciler) claimsIn(ctx context.Context, repo *fleetv1alpha1.GiteaRepository) (int, []string, error) {
+	if repo.Status.RepositoryID == 0 {
+		return 0, nil, nil // never resolved: no claim was ever decided there
+	}
+	list := &fleetv1alpha1.TaskClaimList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(repo.Namespace)); err != nil {
+		return 0, nil, fmt.Errorf("listing the TaskClaims of %s: %w", repo.Namespace, err)
+	}
+	holding := 0
+	var locks []string
+	for i := range list.Items {
+		tc := &list.Items[i]
+		at := tc.Status.Repository
+		if at == nil || at.Server != repo.Spec.Server || at.ID != repo.Status.RepositoryID {
+			continue
+		}
+		if controllerutil.ContainsFinalizer(tc, fleetv1alpha1.ClaimFinalizer) {
+			holding++
+		}
+		if at.LockName != "" && !slices.Contains(locks, at.LockName) {
+			locks = append(locks, at.LockName)
+		}
+	}
+	slices.Sort(locks)
+	return holding, locks, nil
+}
+
+// deleteFreeLock deletes the lock ns/name if no claim holds it.
+func (r *Reconciler) deleteFreeLock(ctx context.Context, ns, name string) error {
+	lease := &coordinationv1.Lease{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, lease); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if ptr.Deref(lease.Spec.HolderIdentity, "") != "" {
+		return nil // held: its claim ends and frees it, and the sweep removes it later
+	}
+	rv, uid := lease.ResourceVersion, lease.UID
+	err := r.Client.Delete(ctx, lease, client.Preconditions{ResourceVersion: &rv, UID: &uid})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
 }
 
 // check reads what JudgeRepository decides on: the server and its verdict, then, on a

@@ -37,7 +37,9 @@ func (r *Resolver) Resolve(ctx context.Context, namespace, name string) (forge.R
 }
 
 // candidate is what resolving reads of repo: its Ready condition counts only when it was
-// written for the current generation.
+// written for the current generation. Deleting repo advances its generation (the API
+// server does so when it sets the deletion timestamp of an object with finalizers), so
+// from that moment nothing is decided there, whatever its last check said.
 func candidate(repo *fleetv1alpha1.GiteaRepository) forge.Candidate {
 	c := forge.Candidate{Object: repo.Name, Server: repo.Spec.Server, Owner: repo.Spec.Owner, Repo: repo.Spec.Name,
 		ID: repo.Status.RepositoryID, RuleSetDigest: repo.Status.RuleSetDigest}

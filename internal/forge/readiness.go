@@ -31,6 +31,7 @@ const (
 	ReasonWorkerCanWriteAroundGateway = "WorkerCanWriteAroundGateway"
 	ReasonDuplicateRepository         = "DuplicateRepository"
 	ReasonRuleSetUnpublished          = "RuleSetUnpublished"
+	ReasonDeleting                    = "Deleting"
 )
 
 // Verdict is a Ready condition: its status, reason and message.
@@ -158,4 +159,12 @@ func JudgeRepository(f RepositoryFacts) Verdict {
 	}
 	return Verdict{Ready: true, Reason: ReasonResolved, Message: fmt.Sprintf(
 		"%s (ID %d) on %s; its default branch %s is protected, no worker identity can write around the gateway, and the rule set in force is published", f.FullName, f.ID, f.Server, f.Setup.DefaultBranch)}
+}
+
+// JudgeDeletion is the Ready condition of a GiteaRepository being deleted while holding
+// claims still hold their Gitea records or locks there: never Ready, so no claim is
+// decided there any more, and the message says what the deletion waits for.
+func JudgeDeletion(holding int) Verdict {
+	return Verdict{Reason: ReasonDeleting, Message: fmt.Sprintf(
+		"the GiteaRepository is being deleted: waiting for %d claim(s) in it to end and release their Gitea records and locks", holding)}
 }

@@ -90,3 +90,10 @@ func TestJudgeRepository(t *testing.T) {
 		})
 	}
 }
+
+func TestJudgeDeletion(t *testing.T) {
+	v := JudgeDeletion(3)
+	if v.Ready || v.Reason != ReasonDeleting || !strings.Contains(v.Message, "3 claim(s)") {
+		t.Fatalf("a repository being deleted with claims in it: %+v", v)
+	}
+}
