@@ -58,6 +58,9 @@ func TestArgumentHandling(t *testing.T) {
 		{"claim without arguments", worker, []string{"claim"}, "expected: claim issue N"},
 		{"claim an unknown kind", worker, []string{"claim", "commit", "3"}, `unknown target kind "commit"`},
 		{"claim a non-number", worker, []string{"claim", "issue", "three"}, "is not an issue or pull request number"},
+		{"claim in a malformed repository", worker, []string{"claim", "issue", "acme#3"}, "does not name a repository as owner/name#number"},
+		{"claim owner/name# without a number", worker, []string{"claim", "issue", "acme/app#"}, "is not an issue or pull request number"},
+		{"claim in two repositories at once", worker, []string{"claim", "issue", "acme/app#3", "--repository", "acme/lib"}, "the target names acme/app but --repository is acme/lib"},
 		{"claim number zero", worker, []string{"claim", "issue", "0"}, "is not an issue or pull request number"},
 		{"claim an issue at a head", worker, []string{"claim", "issue", "3", "--head", "abcdef1"}, "pull requests only"},
 		{"claim a pull request at a bad head", worker, []string{"claim", "pr", "3", "--head", "XYZ"}, "is not a commit id"},
@@ -165,5 +168,33 @@ func TestDefaultNameAndInstanceID(t *testing.T) {
 		if got != want+"01234567" {
 			t.Errorf("defaultName(%q) = %q, want %q", identity, got, want+"01234567")
 		}
+	}
+}
+
+func TestParseItemRef(t *testing.T) {
+	for _, tc := range []struct {
+		ref, repo string
+		number    int64
+	}{
+		{"12", "", 12},
+		{"#12", "", 12},
+		{"acme/app#12", "acme/app", 12},
+		{"Acme/My.App_2#7", "Acme/My.App_2", 7},
+	} {
+		repo, n, err := parseItemRef(tc.ref)
+		if err != nil || repo != tc.repo || n != tc.number {
+			t.Errorf("parseItemRef(%q) = %q, %d, %v; want %q, %d", tc.ref, repo, n, err, tc.repo, tc.number)
+		}
+	}
+	for _, bad := range []string{"", "#", "0", "acme/app#0", "acme/app#-1", "a/b/c#1", "acme#1", "acme/app#1#2"} {
+		if _, _, err := parseItemRef(bad); err == nil {
+			t.Errorf("parseItemRef(%q) accepted it", bad)
+		}
+	}
+	if got, err := pickRepository("acme/app", "ACME/app"); err != nil || got != "acme/app" {
+		t.Errorf("the same repository named twice: %q, %v", got, err)
+	}
+	if got, err := pickRepository("", "acme/lib"); err != nil || got != "acme/lib" {
+		t.Errorf("--repository alone: %q, %v", got, err)
 	}
 }

@@ -59,30 +59,59 @@ const (
 	kindWordPR    = "pr"
 )
 
-// parseClaimArgs reads `issue N` or `pr N`.
-func parseClaimArgs(args []string, head string) (kind string, number int64, err error) {
+// parseClaimArgs reads `issue N` or `pr N`, where N is a number, #number, or
+// owner/name#number as users name an item across repositories. repository is the
+// owner/name it names ("" when only a number was given: the caller's default).
+func parseClaimArgs(args []string, head string) (kind, repository string, number int64, err error) {
 	if len(args) != 2 {
-		return "", 0, usageErrorf("expected: claim issue N | claim pr N [--head SHA]")
+		return "", "", 0, usageErrorf("expected: claim issue N | claim pr N [--head SHA] (N: 12, #12 or owner/name#12)")
 	}
 	switch strings.ToLower(args[0]) {
 	case kindWordIssue, "issues":
 		kind = fleetv1alpha1.TargetKindIssue
 		if head != "" {
-			return "", 0, usageErrorf("--head applies to pull requests only")
+			return "", "", 0, usageErrorf("--head applies to pull requests only")
 		}
 	case kindWordPR, "pull", "pullrequest", "pull-request":
 		kind = fleetv1alpha1.TargetKindPullRequest
 	default:
-		return "", 0, usageErrorf("unknown target kind %q: use issue or pr", args[0])
+		return "", "", 0, usageErrorf("unknown target kind %q: use issue or pr", args[0])
 	}
-	number, err = strconv.ParseInt(strings.TrimPrefix(args[1], "#"), 10, 64)
-	if err != nil || number < 1 {
-		return "", 0, usageErrorf("%q is not an issue or pull request number", args[1])
+	if repository, number, err = parseItemRef(args[1]); err != nil {
+		return "", "", 0, err
 	}
 	if head != "" && !shaPattern.MatchString(head) {
-		return "", 0, usageErrorf("--head %q is not a commit id (7 to 64 lowercase hex digits)", head)
+		return "", "", 0, usageErrorf("--head %q is not a commit id (7 to 64 lowercase hex digits)", head)
 	}
-	return kind, number, nil
+	return kind, repository, number, nil
+}
+
+// parseItemRef reads an issue or pull request reference: 12, #12, or owner/name#12.
+func parseItemRef(ref string) (repository string, number int64, err error) {
+	num := ref
+	if repo, n, ok := strings.Cut(ref, "#"); ok && repo != "" {
+		if !repoPattern.MatchString(repo) {
+			return "", 0, usageErrorf("%q does not name a repository as owner/name#number", ref)
+		}
+		repository, num = repo, n
+	}
+	number, err = strconv.ParseInt(strings.TrimPrefix(num, "#"), 10, 64)
+	if err != nil || number < 1 {
+		return "", 0, usageErrorf("%q is not an issue or pull request number (12, #12 or owner/name#12)", ref)
+	}
+	return repository, number, nil
+}
+
+// pickRepository is the repository a target is in: the one its reference named, else
+// --repository; both given, they must agree. "" leaves the worker's binding as default.
+func pickRepository(fromRef, fromFlag string) (string, error) {
+	switch {
+	case fromRef == "":
+		return fromFlag, nil
+	case fromFlag != "" && !strings.EqualFold(fromRef, fromFlag):
+		return "", usageErrorf("the target names %s but --repository is %s", fromRef, fromFlag)
+	}
+	return fromRef, nil
 }
 
 // worker reads the worker's registration: it must exist and be Active.
@@ -208,7 +237,7 @@ func newClaimCommand(o *Options) *cobra.Command {
 	var gf giteaFlags
 	var out *output
 	cmd := &cobra.Command{
-		Use:   "claim (issue|pr) N [--head SHA]",
+		Use:   "claim (issue|pr) [owner/name#]N [--head SHA]",
 		Short: "Claim a Gitea issue or pull request for the worker and print the capability",
 		Long: `Claim one task for the worker: create the TaskClaim, wait for the controller's
 validation, pin it, and wait for the decision. On success it prints the capability: role,
@@ -225,9 +254,16 @@ TaskClaim is created.`,
   kubectl fleet claim issue 7
 
   # Claim pull request 12 at the head you inspected, as JSON
-  kubectl fleet claim pr 12 --head 3f2a1b0c9d8e -o json`,
+  kubectl fleet claim pr 12 --head 3f2a1b0c9d8e -o json
+
+  # Claim issue 3 of another repository served in the worker's namespace
+  kubectl fleet claim issue acme/docs#3`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind, number, err := parseClaimArgs(args, head)
+			kind, named, number, err := parseClaimArgs(args, head)
+			if err != nil {
+				return err
+			}
+			repository, err := pickRepository(named, repository)
 			if err != nil {
 				return err
 			}

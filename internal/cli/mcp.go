@@ -274,8 +274,9 @@ func toolError(err error) *mcp.CallToolResult {
 
 // InspectInput names an optional target.
 type InspectInput struct {
-	Kind   string `json:"kind,omitempty" jsonschema:"issue or pr; with number, also show that target"`
-	Number int64  `json:"number,omitempty" jsonschema:"issue or pull request number in your repository"`
+	Kind       string `json:"kind,omitempty" jsonschema:"issue or pr; with number, also show that target"`
+	Number     int64  `json:"number,omitempty" jsonschema:"issue or pull request number"`
+	Repository string `json:"repository,omitempty" jsonschema:"owner/name of the target's repository (default: your registration's repository)"`
 }
 
 // InspectOutput is the worker's neutral view.
@@ -352,17 +353,20 @@ func (t *mcpTools) inspect(ctx context.Context, in InspectInput) (*InspectOutput
 	if in.Number == 0 && in.Kind == "" {
 		return out, nil
 	}
-	kind, number, err := parseClaimArgs([]string{in.Kind, fmt.Sprint(in.Number)}, "")
+	kind, repo, number, err := mcpTarget(in.Kind, in.Number, in.Repository, "")
 	if err != nil {
 		return nil, err
+	}
+	if repo == "" {
+		repo = wr.Spec.Repository
 	}
 	gc, err := t.targetReader(ctx)
 	if err != nil {
 		return nil, err
 	}
-	st, err := gc.ReadTarget(ctx, claim.Target{Repository: wr.Spec.Repository, Kind: claim.Kind(kind), Number: number})
+	st, err := gc.ReadTarget(ctx, claim.Target{Repository: repo, Kind: claim.Kind(kind), Number: number})
 	if err != nil {
-		return nil, fmt.Errorf("reading %s#%d: %w", wr.Spec.Repository, number, err)
+		return nil, fmt.Errorf("reading %s#%d: %w", repo, number, err)
 	}
 	role := claim.DeriveRole(st)
 	v := &TargetView{Repository: st.Target.Repository, Kind: string(st.Target.Kind), Number: st.Target.Number, State: st.State,
@@ -396,9 +400,22 @@ func (t *mcpTools) targetReader(ctx context.Context) (*giteaclaim.Client, error)
 
 // ClaimInput names the target to claim.
 type ClaimInput struct {
-	Kind   string `json:"kind" jsonschema:"issue or pr"`
-	Number int64  `json:"number" jsonschema:"issue or pull request number in your repository"`
-	Head   string `json:"head,omitempty" jsonschema:"pull request head commit you inspected (default: its current head)"`
+	Kind       string `json:"kind" jsonschema:"issue or pr"`
+	Number     int64  `json:"number" jsonschema:"issue or pull request number"`
+	Repository string `json:"repository,omitempty" jsonschema:"owner/name of the target's repository (default: your registration's repository)"`
+	Head       string `json:"head,omitempty" jsonschema:"pull request head commit you inspected (default: its current head)"`
+}
+
+// mcpTarget reads a tool's target as the claim command reads its arguments.
+func mcpTarget(kind string, number int64, repository, head string) (string, string, int64, error) {
+	k, _, n, err := parseClaimArgs([]string{kind, fmt.Sprint(number)}, head)
+	if err != nil {
+		return "", "", 0, err
+	}
+	if repository != "" && !repoPattern.MatchString(repository) {
+		return "", "", 0, usageErrorf("repository %q is not owner/name", repository)
+	}
+	return k, repository, n, nil
 }
 
 // ClaimOutput is an active claim.
@@ -411,7 +428,7 @@ type ClaimOutput struct {
 
 // claim claims a target as the claim command does, and waits for the decision.
 func (t *mcpTools) claim(ctx context.Context, in ClaimInput) (*ClaimOutput, error) {
-	kind, number, err := parseClaimArgs([]string{in.Kind, fmt.Sprint(in.Number)}, in.Head)
+	kind, repo, number, err := mcpTarget(in.Kind, in.Number, in.Repository, in.Head)
 	if err != nil {
 		return nil, err
 	}
@@ -423,7 +440,7 @@ func (t *mcpTools) claim(ctx context.Context, in ClaimInput) (*ClaimOutput, erro
 	if t.cfg.GiteaURL != "" && t.cfg.GiteaToken == "" {
 		gf.giteaURL = "" // no read token: read through the gateway, if any
 	}
-	tgt, err := t.o.resolveTarget(ctx, t.cfg.Client, wr, &gf, "", kind, number, in.Head)
+	tgt, err := t.o.resolveTarget(ctx, t.cfg.Client, wr, &gf, repo, kind, number, in.Head)
 	if err != nil {
 		return nil, err
 	}
