@@ -179,13 +179,14 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		}
 	}
 	// Claims are decided in the GiteaRepositories of their namespace, and in the repository
-	// the --gitea-url and --repository flags name, if any. The gateway, its doctor and the
-	// sweep of orphaned Gitea records serve the flags' repository only (for now); the sweep
-	// of orphaned locks covers every repository.
+	// the --gitea-url and --repository flags name, if any. The sweep ends orphaned records
+	// and locks in all of them. The gateway and its doctor serve the flags' repository only
+	// (for now).
+	repositories := &gitearepository.Resolver{Reader: mgr.GetClient(), Dialer: dialer}
 	claims := &taskclaim.Reconciler{
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
-		Repositories:  &gitearepository.Resolver{Reader: mgr.GetClient(), Dialer: dialer},
+		Repositories:  repositories,
 		Verdicts:      reviewer,
 		Fence:         fence,
 		TTL:           cfg.claimTTL,
@@ -197,7 +198,8 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		// the publisher); claims there are refused while the published copy is not in force.
 		MaxConcurrentReconciles: cfg.concurrency,
 	}
-	sweep := &taskclaim.Sweeper{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), TTL: cfg.claimTTL, Interval: cfg.sweepInterval, Clock: clk}
+	sweep := &taskclaim.Sweeper{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Repositories: repositories,
+		TTL: cfg.claimTTL, Interval: cfg.sweepInterval, Clock: clk}
 	if err := mgr.Add(sweep); err != nil {
 		return fmt.Errorf("claim sweep: %w", err)
 	}

@@ -3,6 +3,7 @@ package gitearepository_test
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -12,9 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
+	"github.com/giteatools/fleet-controller/controllers/taskclaim"
 	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
 	"github.com/giteatools/fleet-controller/test/support/testfleet"
@@ -315,6 +318,63 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 		By("leaving the claims of the other namespace's repository alone")
 		Expect(phaseOf(bystander)()).To(Equal(fleetv1alpha1.ClaimPhaseActive))
 		Expect(recordOf(elsewhere.full)).To(HaveField("State", claim.RecordStateActive))
+	})
+
+	It("sweeps the orphaned records of every GiteaRepository, on each repository's own server", func() {
+		a := readyServer()
+		proxy, err := forgeSrv.NewProxy()
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(proxy.Stop)
+		b := newServer(proxy.URL, tokenSecret(forgeSrv.Token))
+		Eventually(readyOf(b)).Should(HaveField("Reason", fleetv1alpha1.ReasonServerConnected))
+		onA, onB, kept := serve(teamA, a.Name), serve(teamB, b.Name), serve(teamA, b.Name)
+		active := func(r served) *fleetv1alpha1.TaskClaim {
+			w := newClaimer(r.obj.Namespace, r.full)
+			tc := w.claim(r.full)
+			Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
+			w.pin(tc)
+			Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
+			return tc
+		}
+		orphans := []*fleetv1alpha1.TaskClaim{active(onA), active(onB)}
+		stays := active(kept)
+
+		By("force-deleting two claims: their records stay in force in Gitea")
+		// The finalizer is dropped and the claim deleted at that very resourceVersion, so
+		// the manager never gets to end the record itself (as when a claim is force-deleted
+		// while the manager is down).
+		for _, tc := range orphans {
+			Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				cur := &fleetv1alpha1.TaskClaim{}
+				if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(tc), cur); err != nil {
+					return err
+				}
+				cur.Finalizers = nil
+				if err := k8sClient.Update(ctx, cur); err != nil {
+					return err
+				}
+				rv := cur.ResourceVersion
+				return k8sClient.Delete(ctx, cur, client.Preconditions{ResourceVersion: &rv})
+			})).To(Succeed())
+		}
+		for _, r := range []served{onA, onB} {
+			Expect(recordOf(r.full)).To(HaveField("State", claim.RecordStateActive))
+		}
+
+		sw := &taskclaim.Sweeper{Reader: k8sClient, Client: k8sClient, Repositories: resolver, TTL: time.Hour, Clock: clock.RealClock{}}
+		res, err := sw.Sweep(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.Records).To(ContainElements(
+			claim.Target{Repository: onA.full, Kind: claim.KindIssue, Number: 1},
+			claim.Target{Repository: onB.full, Kind: claim.KindIssue, Number: 1}))
+		for i, r := range []served{onA, onB} {
+			rec := recordOf(r.full)
+			Expect(rec.ClaimID).To(Equal(string(orphans[i].UID)))
+			Expect(rec.State).To(Equal(claim.RecordStateRevoked), "ended on its own server")
+		}
+		Expect(recordOf(kept.full)).To(HaveField("ClaimID", string(stays.UID)))
+		Expect(recordOf(kept.full)).To(HaveField("State", claim.RecordStateActive), "the record of a claim that exists is left alone")
+		Expect(phaseOf(stays)()).To(Equal(fleetv1alpha1.ClaimPhaseActive))
 	})
 })
 

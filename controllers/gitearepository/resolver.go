@@ -2,13 +2,16 @@ package gitearepository
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/controllers/giteaserver"
+	"github.com/giteatools/fleet-controller/controllers/taskclaim"
 	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/forge"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
@@ -58,4 +61,34 @@ func (r *Resolver) Client(ctx context.Context, server string) (*giteaclaim.Clien
 		return nil, fmt.Errorf("reading the GiteaServer %s: %w", server, err)
 	}
 	return r.Dialer.Client(ctx, srv)
+}
+
+// SweptRepositories lists the repositories of every namespace's GiteaRepositories that
+// are Ready for their generation, once per server and name, each with its server's
+// client: the repositories whose orphaned claim records the sweep ends. A server whose
+// client cannot be made is left out, and said so in the error.
+func (r *Resolver) SweptRepositories(ctx context.Context) ([]taskclaim.SweptRepository, error) {
+	list := &fleetv1alpha1.GiteaRepositoryList{}
+	if err := r.Reader.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("listing GiteaRepositories: %w", err)
+	}
+	var out []taskclaim.SweptRepository
+	seen := map[string]bool{}
+	var errs []error
+	for i := range list.Items {
+		c := candidate(&list.Items[i])
+		full := list.Items[i].Status.FullName
+		key := c.Server + "/" + strings.ToLower(full)
+		if !c.Ready || c.ID <= 0 || full == "" || seen[key] {
+			continue
+		}
+		seen[key] = true
+		gc, err := r.Client(ctx, c.Server)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, taskclaim.SweptRepository{Server: c.Server, FullName: full, Gitea: gc})
+	}
+	return out, errors.Join(errs...)
 }

@@ -43,8 +43,10 @@ var (
 	forgeSrv  *testgitea.Server
 	// adminGitea reads claim records as Gitea holds them.
 	adminGitea *giteaclaim.Client
-	ctx        context.Context
-	cancel     context.CancelFunc
+	// resolver is the manager's: it finds claims' repositories and the sweep's.
+	resolver *gitearepository.Resolver
+	ctx      context.Context
+	cancel   context.CancelFunc
 )
 
 func TestGiteaRepository(t *testing.T) {
@@ -77,8 +79,8 @@ var _ = BeforeSuite(func() {
 	dialer := &giteaserver.Dialer{Reader: mgr.GetAPIReader(), Namespace: controllerNamespace}
 	// The manager decides TaskClaims in GiteaRepositories only, as one started without
 	// --gitea-url and --repository does.
-	elections, err := testfleet.Wire(mgr, testfleet.Wiring{Host: hostFacts, AgentNamespace: agentNamespace,
-		Repositories: &gitearepository.Resolver{Reader: mgr.GetClient(), Dialer: dialer}})
+	resolver = &gitearepository.Resolver{Reader: mgr.GetClient(), Dialer: dialer}
+	elections, err := testfleet.Wire(mgr, testfleet.Wiring{Host: hostFacts, AgentNamespace: agentNamespace, Repositories: resolver})
 	Expect(err).NotTo(HaveOccurred())
 	Expect((&giteaserver.Reconciler{
 		Client: mgr.GetClient(), Dialer: dialer, Recorder: mgr.GetEventRecorder("giteaserver-controller"),

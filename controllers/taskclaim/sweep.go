@@ -27,6 +27,19 @@ type SweepGitea interface {
 
 var _ SweepGitea = (*giteaclaim.Client)(nil)
 
+// SweptRepositories lists the repositories the sweep ends orphaned records in, besides
+// the flags' one (controllers/gitearepository.Resolver).
+type SweptRepositories interface {
+	SweptRepositories(ctx context.Context) ([]SweptRepository, error)
+}
+
+// SweptRepository is one repository whose records the sweep reads: its "owner/name" on
+// a server, and that server's client.
+type SweptRepository struct {
+	Server, FullName string
+	Gitea            SweepGitea
+}
+
 // DefaultSweepInterval is how often the sweep runs when Sweeper.Interval is zero.
 const DefaultSweepInterval = 5 * time.Minute
 
@@ -44,10 +57,13 @@ type Sweeper struct {
 	Reader client.Reader
 	// Client deletes locks.
 	Client client.Client
-	// Gitea lists, ends and audits records in Repository, the repository whose records are
-	// swept (none when Gitea is nil: only locks are swept).
+	// Gitea lists, ends and audits records in Repository, the flags' repository (none
+	// when Gitea is nil).
 	Gitea      SweepGitea
 	Repository string
+	// Repositories lists the GiteaRepositories whose records are swept too, each with its
+	// server's client (none when nil). With neither, only locks are swept.
+	Repositories SweptRepositories
 	// TTL is the claims' lifetime: records are looked for on items updated within twice
 	// of it, and a free lock is removed once it was idle that long.
 	TTL time.Duration
@@ -115,41 +131,79 @@ func (s *Sweeper) claimIDs(ctx context.Context) (func(string) bool, error) {
 }
 
 func (s *Sweeper) sweepRecords(ctx context.Context, res *SweepResult) error {
-	if s.Gitea == nil {
-		return nil
+	var repos []SweptRepository
+	if s.Gitea != nil {
+		repos = append(repos, SweptRepository{FullName: s.Repository, Gitea: s.Gitea})
+	}
+	var errs []error
+	if s.Repositories != nil {
+		more, err := s.Repositories.SweptRepositories(ctx)
+		if err != nil {
+			errs = append(errs, err) // the repositories it did list are swept all the same
+		}
+		repos = append(repos, more...)
+	}
+	if len(repos) == 0 {
+		return errors.Join(errs...)
 	}
 	now := s.Clock.Now()
-	records, err := s.Gitea.ListRecords(ctx, s.Repository, now.Add(-2*s.TTL))
-	if err != nil {
-		return err
+	// Every repository's records are listed before the claims: a claim created meanwhile
+	// is seen, and its record left alone.
+	found := make([][]claim.PublishedRecord, len(repos))
+	for i, repo := range repos {
+		records, err := repo.Gitea.ListRecords(ctx, repo.FullName, now.Add(-2*s.TTL))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listing the claim records of %s: %w", describeSwept(repo), err))
+			continue
+		}
+		found[i] = records
 	}
 	exists, err := s.claimIDs(ctx)
 	if err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
-	var errs []error
-	for _, p := range claim.OrphanedRecords(records, exists, now) {
-		var opts []giteaclaim.PublishOption
-		if !s.SkipAssignment {
-			opts = append(opts, giteaclaim.Assigning())
-		}
-		if _, err := s.Gitea.Clear(ctx, p.Target, p.Record.ClaimID, claim.RecordStateRevoked, opts...); err != nil {
-			if !giteaclaim.NothingToEnd(err) {
-				errs = append(errs, fmt.Errorf("ending the orphaned record on %s: %w", p.Target, err))
+	for i, repo := range repos {
+		for _, p := range claim.OrphanedRecords(found[i], exists, now) {
+			if target, ended, err := s.endOrphan(ctx, repo.Gitea, p, now); err != nil {
+				errs = append(errs, err)
+			} else if ended {
+				res.Records = append(res.Records, target)
 			}
-			continue
 		}
-		tr := giteaclaim.Transition{Event: claim.EventRevoked, Trigger: claim.TriggerOwnershipLoss, ClaimID: p.Record.ClaimID,
-			Worker: p.Record.Worker, Identity: p.Record.Identity, Role: p.Record.Role, Reason: "claim_deleted", At: now}
-		if _, err := s.Gitea.RecordTransition(ctx, p.Target, tr); err != nil {
-			claimTransitions.WithLabelValues("audit_failed", string(tr.Event)).Inc()
-			log.FromContext(ctx).Error(err, "Auditing the end of an orphaned claim record failed", "target", p.Target.String())
-		}
-		sweepEnded.WithLabelValues("record").Inc()
-		log.FromContext(ctx).Info("Ended an orphaned claim record", "target", p.Target.String(), "claimID", p.Record.ClaimID)
-		res.Records = append(res.Records, p.Target)
 	}
 	return errors.Join(errs...)
+}
+
+// describeSwept names a swept repository for an error.
+func describeSwept(r SweptRepository) string {
+	if r.Server == "" {
+		return r.FullName
+	}
+	return r.FullName + " on the GiteaServer " + r.Server
+}
+
+// endOrphan ends one orphaned record as revoked, with one audit comment. ended is false
+// when there was nothing to end any more.
+func (s *Sweeper) endOrphan(ctx context.Context, gitea SweepGitea, p claim.PublishedRecord, now time.Time) (claim.Target, bool, error) {
+	var opts []giteaclaim.PublishOption
+	if !s.SkipAssignment {
+		opts = append(opts, giteaclaim.Assigning())
+	}
+	if _, err := gitea.Clear(ctx, p.Target, p.Record.ClaimID, claim.RecordStateRevoked, opts...); err != nil {
+		if giteaclaim.NothingToEnd(err) {
+			return p.Target, false, nil
+		}
+		return p.Target, false, fmt.Errorf("ending the orphaned record on %s: %w", p.Target, err)
+	}
+	tr := giteaclaim.Transition{Event: claim.EventRevoked, Trigger: claim.TriggerOwnershipLoss, ClaimID: p.Record.ClaimID,
+		Worker: p.Record.Worker, Identity: p.Record.Identity, Role: p.Record.Role, Reason: "claim_deleted", At: now}
+	if _, err := gitea.RecordTransition(ctx, p.Target, tr); err != nil {
+		claimTransitions.WithLabelValues("audit_failed", string(tr.Event)).Inc()
+		log.FromContext(ctx).Error(err, "Auditing the end of an orphaned claim record failed", "target", p.Target.String())
+	}
+	sweepEnded.WithLabelValues("record").Inc()
+	log.FromContext(ctx).Info("Ended an orphaned claim record", "target", p.Target.String(), "claimID", p.Record.ClaimID)
+	return p.Target, true, nil
 }
 
 func (s *Sweeper) sweepLocks(ctx context.Context, res *SweepResult) error {
