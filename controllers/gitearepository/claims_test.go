@@ -21,6 +21,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
 	"github.com/giteatools/fleet-controller/test/support/testfleet"
+	"github.com/giteatools/fleet-controller/test/support/testgitea"
 )
 
 // Task claims in GiteaRepositories: the manager of this suite has no repository of its
@@ -121,6 +122,29 @@ func phaseOf(tc *fleetv1alpha1.TaskClaim) func() string {
 	}
 }
 
+// proxiedServer is a second Ready GiteaServer, reached through a proxy the spec can stop
+// and start again; the spec's cleanup stops it.
+func proxiedServer() (*fleetv1alpha1.GiteaServer, *testgitea.Proxy) {
+	GinkgoHelper()
+	proxy, err := forgeSrv.NewProxy()
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(proxy.Stop)
+	b := newServer(proxy.URL, tokenSecret(forgeSrv.Token))
+	Eventually(readyOf(b)).Should(HaveField("Reason", fleetv1alpha1.ReasonServerConnected))
+	return b, proxy
+}
+
+// activeClaim is a new worker's active claim on issue #1 of r.
+func activeClaim(r served) *fleetv1alpha1.TaskClaim {
+	GinkgoHelper()
+	w := newClaimer(r.obj.Namespace, r.full)
+	tc := w.claim(r.full)
+	Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
+	w.pin(tc)
+	Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
+	return tc
+}
+
 // recordOf reads the claim record on issue #1 of repo, as Gitea holds it.
 func recordOf(repo string) *claim.Record {
 	GinkgoHelper()
@@ -142,11 +166,7 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 
 	It("gives one winner per repository when #1 of three repositories on two servers is claimed at once, each published in its own repository", func() {
 		a := readyServer()
-		proxy, err := forgeSrv.NewProxy()
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(proxy.Stop)
-		b := newServer(proxy.URL, tokenSecret(forgeSrv.Token))
-		Eventually(readyOf(b)).Should(HaveField("Reason", fleetv1alpha1.ReasonServerConnected))
+		b, _ := proxiedServer()
 		// Two repositories on one server, in two namespaces, and one on the other server:
 		// each has an issue #1.
 		repos := []served{serve(teamA, a.Name), serve(teamB, a.Name), serve(teamA, b.Name)}
@@ -224,11 +244,7 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 
 	It("ends the capabilities on a server that stops answering, refuses claims there, and keeps claiming on the other server", func() {
 		a := readyServer()
-		proxy, err := forgeSrv.NewProxy()
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(proxy.Stop)
-		b := newServer(proxy.URL, tokenSecret(forgeSrv.Token))
-		Eventually(readyOf(b)).Should(HaveField("Reason", fleetv1alpha1.ReasonServerConnected))
+		b, proxy := proxiedServer()
 		onA, onB := serve(teamA, a.Name), serve(teamA, b.Name)
 		holder := newClaimer(teamA, onB.full)
 		held := holder.claim(onB.full)
@@ -265,21 +281,9 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 
 	It("holds a deleted GiteaRepository until its claims released their records, ends its active capabilities, and deletes its locks", func() {
 		a := readyServer()
-		proxy, err := forgeSrv.NewProxy()
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(proxy.Stop)
-		b := newServer(proxy.URL, tokenSecret(forgeSrv.Token))
-		Eventually(readyOf(b)).Should(HaveField("Reason", fleetv1alpha1.ReasonServerConnected))
+		b, proxy := proxiedServer()
 		onA, onB, elsewhere := serve(teamA, a.Name), serve(teamA, b.Name), serve(teamB, a.Name)
-		active := func(r served) *fleetv1alpha1.TaskClaim {
-			w := newClaimer(r.obj.Namespace, r.full)
-			tc := w.claim(r.full)
-			Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
-			w.pin(tc)
-			Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
-			return tc
-		}
-		heldA, heldB, bystander := active(onA), active(onB), active(elsewhere)
+		heldA, heldB, bystander := activeClaim(onA), activeClaim(onB), activeClaim(elsewhere)
 		for _, r := range []served{onA, onB} {
 			Expect(getRepo(r.obj).Finalizers).To(ContainElement(fleetv1alpha1.RepositoryFinalizer))
 		}
@@ -322,22 +326,10 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 
 	It("sweeps the orphaned records of every GiteaRepository, on each repository's own server", func() {
 		a := readyServer()
-		proxy, err := forgeSrv.NewProxy()
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(proxy.Stop)
-		b := newServer(proxy.URL, tokenSecret(forgeSrv.Token))
-		Eventually(readyOf(b)).Should(HaveField("Reason", fleetv1alpha1.ReasonServerConnected))
+		b, _ := proxiedServer()
 		onA, onB, kept := serve(teamA, a.Name), serve(teamB, b.Name), serve(teamA, b.Name)
-		active := func(r served) *fleetv1alpha1.TaskClaim {
-			w := newClaimer(r.obj.Namespace, r.full)
-			tc := w.claim(r.full)
-			Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
-			w.pin(tc)
-			Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
-			return tc
-		}
-		orphans := []*fleetv1alpha1.TaskClaim{active(onA), active(onB)}
-		stays := active(kept)
+		orphans := []*fleetv1alpha1.TaskClaim{activeClaim(onA), activeClaim(onB)}
+		stays := activeClaim(kept)
 
 		By("force-deleting two claims: their records stay in force in Gitea")
 		// The finalizer is dropped and the claim deleted at that very resourceVersion, so
