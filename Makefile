@@ -12,8 +12,9 @@ export GOTOOLCHAIN := local
 export GOFLAGS := -buildvcs=false
 
 # Packages under test; envtest/Gitea suites find their binaries through the env below.
-# The default, every package, runs through hack/test.sh (two lanes at once; GINKGO_PROCS
-# and GO_TEST_P set their parallelism); any other list runs through go test.
+# The default, every package, runs through hack/test.sh (the tests in two lanes, with the
+# SPIN models and make lint beside them; GINKGO_PROCS, GO_TEST_P and MODEL_JOBS set their
+# parallelism); any other list runs through go test, after make lint and the models.
 TEST_PKGS ?= ./...
 TEST_FLAGS ?= -race -count=1 -timeout=40m
 
@@ -75,13 +76,13 @@ model: ## Model-check the claim and apply protocols with SPIN, mutants included 
 	hack/model/run.sh
 
 .PHONY: test
-test: verify lint ## Run the whole test suite (unit, envtest, real Gitea) under the race detector, and the SPIN models (unless these exact models passed before).
-	MODEL_CACHE=use hack/model/run.sh
-	@assets=$$(hack/envtest.sh | tail -n1); \
+test: verify ## Run the whole test suite (unit, envtest, real Gitea) under the race detector, beside make lint and the SPIN models (unless these exact models passed before).
+	@if [ "$(TEST_PKGS)" = "./..." ]; then exec hack/test.sh; fi; \
+	$(MAKE) --no-print-directory lint && MODEL_CACHE=use hack/model/run.sh; \
+	assets=$$(hack/envtest.sh | tail -n1); \
 	hack/gitea.sh build >&2; \
 	echo "KUBEBUILDER_ASSETS=$$assets"; \
-	export KUBEBUILDER_ASSETS=$$assets FLEET_GITEA_SCRIPT=$(CURDIR)/hack/gitea.sh; \
-	if [ "$(TEST_PKGS)" = "./..." ]; then hack/test.sh; else go test $(TEST_FLAGS) $(TEST_PKGS); fi
+	KUBEBUILDER_ASSETS=$$assets FLEET_GITEA_SCRIPT=$(CURDIR)/hack/gitea.sh go test $(TEST_FLAGS) $(TEST_PKGS)
 
 .PHONY: test-e2e
 test-e2e: ## Run test/e2e: the shipped manifests and images on a real two-node cluster (hack/e2e.sh builds and starts everything; run as root).

@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
-# Runs every test package under the race detector (make test). The suites mostly wait (on
-# the API server, on Gitea, on the manager's next reconcile), so one lane leaves the CPU
-# idle half the time. Two lanes run at once:
+# Runs every test package under the race detector, the SPIN models and make lint (make
+# test). Four lanes run at once:
 #
-#   - the Ginkgo suites of the TaskClaim and RetirementPlan reconcilers, the longest, through
-#     the Ginkgo CLI with their specs spread over GINKGO_PROCS processes (default 2). Each
-#     process starts its own envtest and, where the suite needs one, its own Gitea, so the
-#     processes share nothing; specs marked Serial run alone at the end, Ordered containers
-#     stay on one process;
-#   - every other package through go test, GO_TEST_P at a time (default 2), the slowest
-#     first so that they do not start last.
+#   - lint: make lint (gofmt, go vet, golangci-lint, which is built on first use);
+#   - model: the SPIN models (hack/model/run.sh, MODEL_JOBS verifiers at a time, default 1;
+#     none when these exact models passed before: MODEL_CACHE=use);
+#   - ginkgo: the Ginkgo suites of the TaskClaim and RetirementPlan reconcilers, the
+#     longest, through the Ginkgo CLI with their specs spread over GINKGO_PROCS processes
+#     (default 2). Each process starts its own envtest and, where the suite needs one, its
+#     own Gitea, so the processes share nothing; specs marked Serial run alone at the end,
+#     Ordered containers stay on one process;
+#   - gotest: every other package through go test, GO_TEST_P at a time (default 2), the
+#     slowest first so that they do not start last.
+#
+# lint and model start at once; the test lanes start when envtest's binaries and the
+# Gitea server are there (hack/envtest.sh and hack/gitea.sh build them on a new machine,
+# or wait for the build .ci/run started). The suites mostly wait (on the API server, on
+# Gitea, on the manager's next reconcile), so lint and the models use CPU the tests leave
+# idle, and on a new machine neither waits for the other nor for the toolchains.
 #
 # Each lane's output is kept in .cache/test-<lane>.log and printed when the lane ends; the
-# script fails when either lane does. The environment carries KUBEBUILDER_ASSETS and
-# FLEET_GITEA_SCRIPT (see the Makefile).
+# script fails when any lane does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .cache
@@ -22,8 +29,6 @@ procs=${GINKGO_PROCS:-2}
 gop=${GO_TEST_P:-2}
 ginkgo_suites=(./controllers/taskclaim ./controllers/retirementplan)
 slowest_first=(./test/fleet ./internal/gateway ./internal/cli ./test/quickstart ./internal/giteaclaim)
-module=$(go list -m)
-mapfile -t rest < <(go list ./... | grep -v -x -e "$module/controllers/taskclaim" -e "$module/controllers/retirementplan")
 
 lane() {
 	local name=$1
@@ -37,9 +42,26 @@ lane() {
 	return "$rc"
 }
 
-lane ginkgo go tool ginkgo --procs="$procs" --race --timeout=40m --keep-going "${ginkgo_suites[@]}" &
-ginkgo_pid=$!
+pids=()
+lane lint make --no-print-directory lint &
+pids+=($!)
+lane model env MODEL_CACHE=use MODEL_JOBS="${MODEL_JOBS:-1}" hack/model/run.sh &
+pids+=($!)
+
 rc=0
-lane gotest go test -p "$gop" -race -count=1 -timeout=40m "${slowest_first[@]}" "${rest[@]}" || rc=$?
-wait "$ginkgo_pid" || rc=$?
+assets=$(hack/envtest.sh | tail -n1) && hack/gitea.sh build >&2 || rc=$?
+if ((rc == 0)); then
+	echo "KUBEBUILDER_ASSETS=$assets"
+	export KUBEBUILDER_ASSETS=$assets FLEET_GITEA_SCRIPT=$PWD/hack/gitea.sh
+	module=$(go list -m)
+	mapfile -t rest < <(go list ./... | grep -v -x -e "$module/controllers/taskclaim" -e "$module/controllers/retirementplan")
+	lane ginkgo go tool ginkgo --procs="$procs" --race --timeout=40m --keep-going "${ginkgo_suites[@]}" &
+	pids+=($!)
+	lane gotest go test -p "$gop" -race -count=1 -timeout=40m "${slowest_first[@]}" "${rest[@]}" || rc=$?
+else
+	echo "test: the toolchains could not be provided; no test ran" >&2
+fi
+for pid in "${pids[@]}"; do
+	wait "$pid" || rc=$?
+done
 exit "$rc"
