@@ -180,8 +180,8 @@ func setup(mgr ctrl.Manager, cfg config) error {
 	}
 	// Claims are decided in the GiteaRepositories of their namespace, and in the repository
 	// the --gitea-url and --repository flags name, if any. The sweep ends orphaned records
-	// and locks in all of them. The gateway and its doctor serve the flags' repository only
-	// (for now).
+	// and locks in all of them, and the gateway routes each worker to the server of its
+	// bound repository. The doctor checks the flags' server only (for now).
 	repositories := &gitearepository.Resolver{Reader: mgr.GetClient(), Dialer: dialer}
 	claims := &taskclaim.Reconciler{
 		Client:        mgr.GetClient(),
@@ -197,44 +197,46 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		// The flags' rule set is published when the manager starts (SetupWithManager adds
 		// the publisher); claims there are refused while the published copy is not in force.
 		MaxConcurrentReconciles: cfg.concurrency,
+		// The gateway nudges the claim reconciler after a write that may complete a claim.
+		Nudges: &nudge.Hub{},
 	}
 	sweep := &taskclaim.Sweeper{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Repositories: repositories,
 		TTL: cfg.claimTTL, Interval: cfg.sweepInterval, Clock: clk}
 	if err := mgr.Add(sweep); err != nil {
 		return fmt.Errorf("claim sweep: %w", err)
 	}
-	if cfg.giteaURL == "" || cfg.repository == "" {
-		log.Info("No --gitea-url and --repository: claims are decided in GiteaRepositories only, and the gateway is off")
-		return claims.SetupWithManager(mgr)
-	}
-	gc, err := giteaclaim.New(cfg.giteaURL, cfg.giteaToken, giteaclaim.WithClock(clk.Now))
-	if err != nil {
-		return fmt.Errorf("gitea client: %w", err)
-	}
-	claims.Gitea, claims.Repository = gc, cfg.repository
-	sweep.Gitea, sweep.Repository = gc, cfg.repository
-	// The gateway nudges the claim reconciler after a write that may complete a claim.
-	claims.Nudges = &nudge.Hub{}
-	if cfg.gatewayAddr != "" {
-		if err := mgr.Add(&gateway.Doctor{Repository: cfg.repository, Gitea: gc,
-			Credentials: gateway.NewCredentials(mgr.GetAPIReader(), cfg.gatewayCredentials, gc)}); err != nil {
-			return fmt.Errorf("gitea doctor: %w", err)
+	var gc *giteaclaim.Client
+	if cfg.giteaURL != "" && cfg.repository != "" {
+		if gc, err = giteaclaim.New(cfg.giteaURL, cfg.giteaToken, giteaclaim.WithClock(clk.Now)); err != nil {
+			return fmt.Errorf("gitea client: %w", err)
 		}
-		if err := mgr.Add(&gateway.Gateway{
-			Addr:        cfg.gatewayAddr,
-			CertDir:     cfg.gatewayCertDir,
-			GiteaURL:    cfg.giteaURL,
-			Repository:  cfg.repository,
-			Reader:      mgr.GetAPIReader(),
-			Cache:       mgr.GetClient(),
-			Authn:       authn,
-			Credentials: gateway.NewCredentials(mgr.GetAPIReader(), cfg.gatewayCredentials, gc),
-			Gitea:       gc,
-			Recorder:    mgr.GetEventRecorder("fleet-gateway"),
-			Client:      client.WithFieldOwner(mgr.GetClient(), gatewayFieldManager),
-			Clock:       clk,
-			Nudges:      claims.Nudges,
-		}); err != nil {
+		claims.Gitea, claims.Repository = gc, cfg.repository
+		sweep.Gitea, sweep.Repository = gc, cfg.repository
+	} else {
+		log.Info("No --gitea-url and --repository: claims are decided in GiteaRepositories only")
+	}
+	if cfg.gatewayAddr != "" {
+		gw := &gateway.Gateway{
+			Addr:         cfg.gatewayAddr,
+			CertDir:      cfg.gatewayCertDir,
+			Repositories: repositories,
+			Reader:       mgr.GetAPIReader(),
+			Cache:        mgr.GetClient(),
+			Authn:        authn,
+			Credentials:  gateway.NewCredentials(mgr.GetAPIReader(), cfg.gatewayCredentials, gc),
+			Recorder:     mgr.GetEventRecorder("fleet-gateway"),
+			Client:       client.WithFieldOwner(mgr.GetClient(), gatewayFieldManager),
+			Clock:        clk,
+			Nudges:       claims.Nudges,
+		}
+		if gc != nil {
+			gw.GiteaURL, gw.Repository, gw.Gitea = cfg.giteaURL, cfg.repository, gc
+			if err := mgr.Add(&gateway.Doctor{Repository: cfg.repository, Gitea: gc,
+				Credentials: gateway.NewCredentials(mgr.GetAPIReader(), cfg.gatewayCredentials, gc)}); err != nil {
+				return fmt.Errorf("gitea doctor: %w", err)
+			}
+		}
+		if err := mgr.Add(gw); err != nil {
 			return fmt.Errorf("gateway: %w", err)
 		}
 	}

@@ -43,6 +43,11 @@ const (
 	// is the Gitea login.
 	GiteaLoginLabel = "fleet.giteatools.dev/gitea-login"
 
+	// GiteaServerLabel names, on such a Secret, the GiteaServer the token is for. A
+	// Secret without it holds a token of the server the manager's --gitea-url names. The
+	// gateway sends a token to no other server than the one it is labelled for.
+	GiteaServerLabel = "fleet.giteatools.dev/gitea-server"
+
 	// GatewayAudience is the audience a worker's ServiceAccount token must be bound to
 	// (TokenRequest) for the gateway and the capability check to accept it.
 	GatewayAudience = "fleet.giteatools.dev/gateway"

@@ -14,6 +14,7 @@ import (
 	"github.com/giteatools/fleet-controller/controllers/taskclaim"
 	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/forge"
+	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 )
 
@@ -61,6 +62,21 @@ func (r *Resolver) Client(ctx context.Context, server string) (*giteaclaim.Clien
 		return nil, fmt.Errorf("reading the GiteaServer %s: %w", server, err)
 	}
 	return r.Dialer.Client(ctx, srv)
+}
+
+// Upstream is what the gateway forwards a worker's requests to when its bound
+// repository is on the GiteaServer server: the server's URL, the transport that reaches
+// it (its CA bundle), and the controller's client there.
+func (r *Resolver) Upstream(ctx context.Context, server string) (gateway.Server, error) {
+	srv := &fleetv1alpha1.GiteaServer{}
+	if err := r.Reader.Get(ctx, client.ObjectKey{Name: server}, srv); err != nil {
+		return gateway.Server{}, fmt.Errorf("reading the GiteaServer %s: %w", server, err)
+	}
+	c, transport, err := r.Dialer.Upstream(ctx, srv)
+	if err != nil {
+		return gateway.Server{}, err
+	}
+	return gateway.Server{URL: srv.Spec.URL, Transport: transport, Gitea: c}, nil
 }
 
 // SweptRepositories lists the repositories of every namespace's GiteaRepositories that

@@ -15,6 +15,7 @@ import (
 
 	"github.com/giteatools/fleet-controller/controllers/gitearepository"
 	"github.com/giteatools/fleet-controller/controllers/giteaserver"
+	"github.com/giteatools/fleet-controller/internal/gateway"
 	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
@@ -45,8 +46,10 @@ var (
 	adminGitea *giteaclaim.Client
 	// resolver is the manager's: it finds claims' repositories and the sweep's.
 	resolver *gitearepository.Resolver
-	ctx      context.Context
-	cancel   context.CancelFunc
+	// gatewayURL is the manager's gateway.
+	gatewayURL string
+	ctx        context.Context
+	cancel     context.CancelFunc
 )
 
 func TestGiteaRepository(t *testing.T) {
@@ -91,6 +94,16 @@ var _ = BeforeSuite(func() {
 		Coordinator: elections.Coordinator, CredentialsNamespace: credentialsNamespace,
 		Interval: time.Second, Retry: 500 * time.Millisecond,
 	}).SetupWithManager(ctx, mgr)).To(Succeed())
+	// The gateway, as cmd/setup.go runs it without --gitea-url: every worker is routed to
+	// the server of the GiteaRepository its bound repository is named by (gateway_test.go).
+	port, err := testgitea.FreePort()
+	Expect(err).NotTo(HaveOccurred())
+	gatewayURL = "http://127.0.0.1:" + port
+	Expect(mgr.Add(&gateway.Gateway{
+		Addr: "127.0.0.1:" + port, Repositories: resolver, Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
+		Authn: gateway.NewAuthenticator(mgr.GetClient()), Credentials: gateway.NewCredentials(mgr.GetAPIReader(), credentialsNamespace, nil),
+		Recorder: mgr.GetEventRecorder("fleet-gateway"), Client: mgr.GetClient(),
+	})).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())

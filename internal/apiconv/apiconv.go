@@ -248,3 +248,12 @@ func TimePtr(t *metav1.Time) *time.Time {
 	v := t.Time
 	return &v
 }
+
+// ClaimRepositoryKey is the key of the repository tc's validation resolved
+// (status.repository); the zero key, of the flags' repository, when it recorded none.
+func ClaimRepositoryKey(tc *fleetv1alpha1.TaskClaim) claim.RepositoryKey {
+	if r := tc.Status.Repository; r != nil {
+		return claim.RepositoryKey{Server: r.Server, ID: r.ID}
+	}
+	return claim.RepositoryKey{}
+}

@@ -46,6 +46,10 @@ const (
 	// ReasonUnreadablePack: a push's pack cannot be read on its own (a thin pack, or a
 	// malformed one), so what it carries cannot be checked.
 	ReasonUnreadablePack = "unreadable_pack"
+	// ReasonRepositoryNotReady: the GiteaRepository that serves the caller's bound
+	// repository in its namespace is not fit for claims now (not Ready, not resolved, two
+	// of them name it, or the rule set in force is not there), so no server is guessed.
+	ReasonRepositoryNotReady = "repository_not_ready"
 )
 
 // Refusals of what no role may do, whoever asks and whatever they claimed: each has its
@@ -102,6 +106,9 @@ type HeldClaim struct {
 	Phase string
 	// Capability is status.capability (nil when none).
 	Capability *Capability
+	// Where is the repository its validation resolved (status.repository): a capability
+	// acts only in that repository, on that server.
+	Where RepositoryKey
 }
 
 // Write is one mutation as the gateway read it, with the facts the decision needs.
@@ -138,8 +145,10 @@ type Write struct {
 type WriteInput struct {
 	// Worker is the authenticated caller's registration name; Identity its Gitea login.
 	Worker, Identity string
-	// Repository is the gateway's canonical repository.
+	// Repository is the canonical "owner/name" of the repository the request was routed
+	// to, and Where its key (the zero key for the flags' repository).
 	Repository string
+	Where      RepositoryKey
 	// DefaultBranch is the repository's default branch ("" = unknown: pushes are refused).
 	DefaultBranch string
 	// Claims are the caller's claims, read straight from the API server.
@@ -187,7 +196,8 @@ var refusalMessages = map[string]string{
 	ReasonRevoked:               "your capability was revoked",
 	ReasonExpired:               "your capability has expired",
 	ReasonWrongWorker:           "the capability belongs to another worker",
-	ReasonWrongRepository:       "the gateway serves only its canonical repository",
+	ReasonWrongRepository:       "the gateway serves only the repository your registration is bound to",
+	ReasonRepositoryNotReady:    "the GiteaRepository of your bound repository is not ready; try again later",
 	ReasonWrongTarget:           "your capability does not cover this issue or pull request",
 	ReasonWrongHead:             "the commit named is not the head your capability is bound to, or the pull request's head moved",
 	ReasonOperationNotPermitted: "your role does not permit this operation",
@@ -283,7 +293,9 @@ func refuseUnder(op, reason string, h HeldClaim) WriteVerdict {
 // AuthorizeWrite decides one mutation at the moment of the write. It resolves the
 // operation (a review's event), picks the caller's claim the write is about (by number, or
 // by work branch for pushes and new pull requests), and runs Authorize on it: expiry,
-// revocation, worker, repository, target, head and operation. Review, approve and merge
+// revocation, worker, repository, target, head and operation. Only claims decided in
+// the repository the request was routed to count: a capability in a same-named
+// repository of another server permits nothing here. Review, approve and merge
 // name the bound head in their body and Gitea must still report it as the head; they are
 // also re-checked for independence against the pull request as read now. Claims of other
 // workers are never considered and no message names another task.
@@ -295,7 +307,7 @@ func AuthorizeWrite(in WriteInput) WriteVerdict {
 	}
 	active := make([]HeldClaim, 0, len(in.Claims))
 	for _, h := range in.Claims {
-		if h.Worker == in.Worker && h.Phase == PhaseActive && h.Capability != nil {
+		if h.Worker == in.Worker && h.Phase == PhaseActive && h.Capability != nil && h.Where == in.Where {
 			active = append(active, h)
 		}
 	}

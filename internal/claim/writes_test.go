@@ -97,6 +97,18 @@ func TestAuthorizeWrite(t *testing.T) {
 	}{
 		{name: "author comments on its issue", role: RoleAuthor, target: fxIssue(), write: comment("42"), allow: true, op: OpComment},
 		{name: "author comments on another issue", role: RoleAuthor, target: fxIssue(), write: comment("43"), op: OpComment, reason: ReasonWrongTarget},
+		{name: "a capability decided on another server permits nothing on a same-named repository", role: RoleAuthor, target: fxIssue(),
+			write: comment("42"), op: OpComment, reason: ReasonNoCapability,
+			mutate: func(in *WriteInput) { in.Where = RepositoryKey{Server: "gitea-b", ID: 7} }},
+		{name: "a capability decided in a GiteaRepository acts there", role: RoleAuthor, target: fxIssue(),
+			write: comment("42"), allow: true, op: OpComment,
+			mutate: func(in *WriteInput) {
+				in.Where = RepositoryKey{Server: "gitea-b", ID: 7}
+				in.Claims[0].Where = in.Where
+			}},
+		{name: "a capability of a GiteaRepository permits nothing in the flags' repository of the same name", role: RoleAuthor, target: fxIssue(),
+			write: comment("42"), op: OpComment, reason: ReasonNoCapability,
+			mutate: func(in *WriteInput) { in.Claims[0].Where = RepositoryKey{Server: "gitea-b", ID: 7} }},
 		{name: "neutral worker comments", role: RoleAuthor, target: fxIssue(), write: comment("42"), op: OpComment, reason: ReasonNoCapability,
 			mutate: func(in *WriteInput) { in.Claims = in.Claims[1:] }},
 		{name: "released claim", role: RoleAuthor, target: fxIssue(), write: comment("42"), op: OpComment, reason: ReasonNoCapability,

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +23,10 @@ import (
 // Gitea login. The Secret's "token" key holds a token of that login with the scopes
 // write:repository, write:issue and read:user.
 const LoginLabel = fleetv1alpha1.GiteaLoginLabel
+
+// ServerLabel names the GiteaServer a credentials Secret's token is for; a Secret
+// without it holds a token of the flags' server (--gitea-url).
+const ServerLabel = fleetv1alpha1.GiteaServerLabel
 
 // TokenKey is the key of the token in a credentials Secret.
 const TokenKey = "token"
@@ -53,24 +59,35 @@ func NewCredentials(r client.Reader, namespace string, gc *giteaclaim.Client) *C
 		cache: cache.NewLRUExpireCache(CacheSize)}
 }
 
-// Token returns the gateway token of the Gitea login.
+// Token returns the gateway token of the Gitea login on the flags' server.
 func (c *Credentials) Token(ctx context.Context, login string) (string, error) {
-	key := strings.ToLower(login)
+	return c.TokenOn(ctx, "", c.Gitea, login)
+}
+
+// TokenOn returns the gateway token of the Gitea login on the GiteaServer server ("" for
+// the flags' server), checked with gc, the controller's client there: only a Secret
+// labelled for that server is read, so a token never reaches another server.
+func (c *Credentials) TokenOn(ctx context.Context, server string, gc *giteaclaim.Client, login string) (string, error) {
+	key := server + "\x00" + strings.ToLower(login)
 	if v, ok := c.cache.Get(key); ok {
 		return v.(string), nil
 	}
+	sel, err := credentialSelector(server, login)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrNoCredentials, err)
+	}
 	list := &corev1.SecretList{}
-	if err := c.Reader.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabels{LoginLabel: login}); err != nil {
+	if err := c.Reader.List(ctx, list, client.InNamespace(c.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return "", fmt.Errorf("listing credentials of %s: %w", login, err)
 	}
 	if len(list.Items) != 1 {
-		return "", fmt.Errorf("%w: %d Secrets labelled %s=%s in %s", ErrNoCredentials, len(list.Items), LoginLabel, login, c.Namespace)
+		return "", fmt.Errorf("%w: %d Secrets match %s in %s", ErrNoCredentials, len(list.Items), sel, c.Namespace)
 	}
 	token := strings.TrimSpace(string(list.Items[0].Data[TokenKey]))
 	if token == "" {
 		return "", fmt.Errorf("%w: Secret %s has no %q", ErrNoCredentials, list.Items[0].Name, TokenKey)
 	}
-	me, _, err := c.Gitea.WithToken(token).SDK(ctx).GetMyUserInfo()
+	me, _, err := gc.WithToken(token).SDK(ctx).GetMyUserInfo()
 	if err != nil {
 		return "", fmt.Errorf("%w: checking the token of %s: %w", ErrNoCredentials, login, err)
 	}
@@ -79,4 +96,24 @@ func (c *Credentials) Token(ctx context.Context, login string) (string, error) {
 	}
 	c.cache.Add(key, token, c.TTL)
 	return token, nil
+}
+
+// credentialSelector selects the Secrets of login's token on server: labelled with both,
+// or, for the flags' server (""), with the login and no server.
+func credentialSelector(server, login string) (labels.Selector, error) {
+	sel := labels.NewSelector()
+	byLogin, err := labels.NewRequirement(LoginLabel, selection.Equals, []string{login})
+	if err != nil {
+		return nil, fmt.Errorf("the login %q cannot be selected: %w", login, err)
+	}
+	var byServer *labels.Requirement
+	if server == "" {
+		byServer, err = labels.NewRequirement(ServerLabel, selection.DoesNotExist, nil)
+	} else {
+		byServer, err = labels.NewRequirement(ServerLabel, selection.Equals, []string{server})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the server %q cannot be selected: %w", server, err)
+	}
+	return sel.Add(*byLogin, *byServer), nil
 }

@@ -50,6 +50,9 @@ func (d *Doctor) Check(ctx context.Context) ([]string, error) {
 	}
 	var logins []string
 	for _, s := range list.Items {
+		if _, other := s.Labels[ServerLabel]; other {
+			continue // a GiteaServer's token: checked against that server, not this one
+		}
 		if l := s.Labels[LoginLabel]; l != "" && !slices.Contains(logins, l) {
 			logins = append(logins, l)
 		}

@@ -1,8 +1,10 @@
 // Package gateway is where a task capability is enforced. Workers hold no Gitea write
 // credential; they send every Gitea request to the gateway instead, which speaks Gitea's
 // REST API and git smart HTTP. The gateway authenticates the worker by its ServiceAccount
-// token (TokenReview, Audience), passes reads of the canonical repository for any
-// registered worker, and forwards a mutation only when the caller's Active TaskClaim,
+// token (TokenReview, Audience), routes it to the Gitea server of the repository its
+// registration is bound to (a GiteaRepository of its namespace, or the flags'
+// repository: upstream.go), passes reads of that repository for any registered worker,
+// and forwards a mutation only when the caller's Active TaskClaim decided there,
 // read straight from the API server at that moment, permits that operation on that target
 // and head (claim.AuthorizeWrite). It forwards as the worker's own Gitea identity, with a
 // per-identity token only the manager can read, so Gitea records the worker as the author.
@@ -17,7 +19,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,10 +72,14 @@ type Gateway struct {
 	// (reloaded when they change, as cert-manager rotates them). Workers send their
 	// ServiceAccount tokens to the gateway, so anything but a loopback listener needs it.
 	CertDir string
-	// GiteaURL is Gitea's base URL.
-	GiteaURL string
-	// Repository is the canonical "owner/name" repository; the gateway serves no other.
+	// GiteaURL and Repository are the flags' server and repository (--gitea-url,
+	// --repository): a worker bound to Repository whose namespace has no GiteaRepository
+	// naming it is served there. Both empty: only GiteaRepositories are served.
+	GiteaURL   string
 	Repository string
+	// Repositories finds a worker's bound repository among the GiteaRepositories of its
+	// namespace and the server it is on (nil: the flags' repository only).
+	Repositories Repositories
 	// Reader reads TaskClaims and WorkerRegistrations straight from the API server; every
 	// mutation is decided on what it returns.
 	Reader client.Reader
@@ -84,10 +89,11 @@ type Gateway struct {
 	Cache client.Reader
 	// Authn verifies ServiceAccount tokens.
 	Authn *Authenticator
-	// Credentials finds the identity's gateway token.
+	// Credentials finds the identity's gateway token on the server a request goes to.
 	Credentials *Credentials
-	// Gitea is the controller's Gitea client, for the reads a decision needs (pull
-	// request head, independence facts, default branch).
+	// Gitea is the controller's client on the flags' server, for the reads a decision
+	// needs there (pull request head, independence facts, default branch); each
+	// GiteaServer's comes from Repositories.
 	Gitea *giteaclaim.Client
 	// Recorder records an Event per refused mutation.
 	Recorder events.EventRecorder
@@ -98,7 +104,8 @@ type Gateway struct {
 	Instance string
 	// Clock is the time source.
 	Clock clock.PassiveClock
-	// Transport reaches Gitea (default: a clone of http.DefaultTransport).
+	// Transport reaches the flags' server (default: a clone of http.DefaultTransport);
+	// each GiteaServer's comes from Repositories.
 	Transport http.RoundTripper
 	// Rate and Burst limit each worker's requests (DefaultRate, DefaultBurst).
 	Rate  rate.Limit
@@ -121,7 +128,7 @@ type Gateway struct {
 
 	once     sync.Once
 	initErr  error
-	target   *url.URL
+	flags    *upstream // nil without GiteaURL
 	proxy    *httputil.ReverseProxy
 	limiters *Limiters
 	guard    *AuthGuard
@@ -183,27 +190,37 @@ func (g *Gateway) Handler() (http.Handler, error) {
 }
 
 func (g *Gateway) init() {
-	u, err := url.Parse(strings.TrimRight(g.GiteaURL, "/"))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		g.initErr = fmt.Errorf("gateway: Gitea URL %q must be http(s)://host[:port]", g.GiteaURL)
+	if g.Reader == nil || g.Authn == nil || g.Credentials == nil || g.Recorder == nil || g.Client == nil {
+		g.initErr = errors.New("gateway: Reader, Authn, Credentials, Recorder and Client are required")
 		return
 	}
-	if g.Repository == "" || g.Reader == nil || g.Authn == nil || g.Credentials == nil || g.Gitea == nil || g.Recorder == nil || g.Client == nil {
-		g.initErr = errors.New("gateway: Repository, Reader, Authn, Credentials, Gitea, Recorder and Client are required")
+	if g.GiteaURL == "" && g.Repositories == nil {
+		g.initErr = errors.New("gateway: GiteaURL and Repository, or Repositories, are required")
 		return
 	}
-	g.target = u
+	if g.Transport == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		g.Transport = tr
+	}
+	if g.GiteaURL != "" {
+		u, err := baseURL(g.GiteaURL)
+		if err != nil {
+			g.initErr = fmt.Errorf("gateway: %w", err)
+			return
+		}
+		if g.Repository == "" || g.Gitea == nil {
+			g.initErr = errors.New("gateway: GiteaURL needs Repository and Gitea")
+			return
+		}
+		g.flags = &upstream{repository: g.Repository, base: u, transport: g.Transport, gitea: g.Gitea}
+	}
 	if g.Clock == nil {
 		g.Clock = clock.RealClock{}
 	}
 	g.cached = g.Cache != nil
 	if g.Cache == nil {
 		g.Cache = g.Reader
-	}
-	if g.Transport == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConnsPerHost = 64
-		g.Transport = tr
 	}
 	if g.Rate == 0 {
 		g.Rate, g.Burst = DefaultRate, DefaultBurst
@@ -229,7 +246,7 @@ func (g *Gateway) init() {
 	g.guard = NewAuthGuard(DefaultAuthFailureRate, DefaultAuthFailureBurst)
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
-		Transport:      g.Transport,
+		Transport:      upstreamTransport{},
 		FlushInterval:  -1, // stream git packs
 		ModifyResponse: g.modifyResponse,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -249,6 +266,8 @@ var forwardedRequestHeaders = map[string]bool{
 
 // acting is who a forwarded request acts as.
 type acting struct {
+	// up is where the request goes.
+	up              *upstream
 	identity, token string
 	git             bool
 	// pushAdvert marks the receive-pack advertisement, which the gateway amends
@@ -262,8 +281,8 @@ type actingKey struct{}
 // the identity's gateway token.
 func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	a, _ := pr.In.Context().Value(actingKey{}).(acting)
-	pr.SetURL(g.target)
-	pr.Out.Host = g.target.Host
+	pr.SetURL(a.up.base)
+	pr.Out.Host = a.up.base.Host
 	// Only the headers a Gitea or git client needs reach Gitea. Everything else could be
 	// read by Gitea as a credential (Authorization, Sudo, a cookie, an OTP, a reverse-proxy
 	// login such as X-WEBAUTH-USER) or as the client's address, which Gitea believes when
@@ -354,20 +373,29 @@ func (g *Gateway) serve(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, op, wr, claim.ReasonNotRegistered)
 		return
 	}
-	switch {
-	case !routed:
+	if !routed {
 		g.refuse(w, r, op, wr, claim.ReasonRouteNotPermitted)
 		return
-	case (rt.Repository != "" && !sameRepository(rt.Repository, g.Repository)) || !sameRepository(wr.Spec.Repository, g.Repository):
-		g.refuse(w, r, op, wr, claim.ReasonWrongRepository)
-		return
 	}
-	token, err := g.Credentials.Token(ctx, wr.Spec.Identity)
+	up, refused, err := g.upstreamOf(ctx, wr)
 	if err != nil {
 		g.fail(w, op, err)
 		return
 	}
-	a := acting{identity: wr.Spec.Identity, token: token, git: rt.Git,
+	switch {
+	case refused != nil:
+		g.refuseWith(w, r, op, wr, nil, refused.reason, refused.message)
+		return
+	case rt.Repository != "" && !sameRepository(rt.Repository, up.repository):
+		g.refuse(w, r, op, wr, claim.ReasonWrongRepository)
+		return
+	}
+	token, err := g.Credentials.TokenOn(ctx, up.server, up.gitea, wr.Spec.Identity)
+	if err != nil {
+		g.fail(w, op, err)
+		return
+	}
+	a := acting{up: up, identity: wr.Spec.Identity, token: token, git: rt.Git,
 		pushAdvert: rt.Git && !rt.Mutation() && r.URL.Query().Get("service") == "git-receive-pack"}
 	if !rt.Mutation() {
 		countRequest(op, verdictAllowed)

@@ -19,6 +19,7 @@ import (
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/claim"
+	"github.com/giteatools/fleet-controller/internal/giteaclaim"
 )
 
 // earlyReads is what a REST mutation reads before its registration is known: its
@@ -92,7 +93,9 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 		g.failWrite(w, r, rt.Operation, err)
 		return
 	}
-	in := claim.WriteInput{Worker: wr.Name, Identity: wr.Spec.Identity, Repository: g.Repository, Write: write, Now: g.Clock.Now()}
+	up := r.Context().Value(actingKey{}).(acting).up
+	in := claim.WriteInput{Worker: wr.Name, Identity: wr.Spec.Identity, Repository: up.repository, Where: up.key,
+		Write: write, Now: g.Clock.Now()}
 	own := map[string]*fleetv1alpha1.TaskClaim{}
 	for i := range list.Items {
 		tc := &list.Items[i]
@@ -101,9 +104,9 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 		}
 		own[tc.Name] = tc
 		in.Claims = append(in.Claims, claim.HeldClaim{Namespace: tc.Namespace, Name: tc.Name, Worker: tc.Spec.Worker,
-			Phase: tc.Status.Phase, Capability: apiconv.Capability(tc)})
+			Phase: tc.Status.Phase, Capability: apiconv.Capability(tc), Where: apiconv.ClaimRepositoryKey(tc)})
 	}
-	if err := g.readFacts(ctx, &in); err != nil {
+	if err := g.readFacts(ctx, up, &in); err != nil {
 		g.failWrite(w, r, rt.Operation, err)
 		return
 	}
@@ -112,7 +115,7 @@ func (g *Gateway) mutate(w http.ResponseWriter, r *http.Request, rt claim.Route,
 			if in.DefaultBranch == "" {
 				return "", "", errors.New("the default branch is unknown")
 			}
-			return g.Gitea.RootEntry(ctx, g.Repository, in.DefaultBranch, claim.ProtectedDir)
+			return up.gitea.RootEntry(ctx, up.repository, in.DefaultBranch, claim.ProtectedDir)
 		})
 		if errors.Is(err, errUnreadablePack) {
 			logf.FromContext(ctx).Info("Refusing a push whose pack cannot be read on its own", "error", err.Error())
@@ -271,31 +274,31 @@ func statusOf(err error) int {
 // readFacts reads from Gitea what the decision needs: for a numbered route on the
 // caller's bound pull request, its head now (and, for review, approve and merge, its full
 // state for the independence re-check); for pushes, contents API commits and new pull
-// requests, the default branch.
-func (g *Gateway) readFacts(ctx context.Context, in *claim.WriteInput) error {
+// requests, the default branch. It reads from up, the server the request goes to.
+func (g *Gateway) readFacts(ctx context.Context, up *upstream, in *claim.WriteInput) error {
 	rt := in.Write.Route
 	switch rt.Body {
 	case claim.BodyReceivePack, claim.BodyOpenPull, claim.BodyContents:
-		owner, name, _ := strings.Cut(g.Repository, "/")
-		repo, resp, err := g.Gitea.SDK(ctx).GetRepo(owner, name)
+		owner, name, _ := strings.Cut(up.repository, "/")
+		repo, resp, err := up.gitea.SDK(ctx).GetRepo(owner, name)
 		if err != nil {
-			return fmt.Errorf("reading %s (HTTP %s): %w", g.Repository, status(resp), err)
+			return fmt.Errorf("reading %s (HTTP %s): %w", up.repository, status(resp), err)
 		}
 		in.DefaultBranch = repo.DefaultBranch
 		return nil
 	}
 	for _, h := range in.Claims {
 		c := h.Capability
-		if h.Worker != in.Worker || h.Phase != fleetv1alpha1.ClaimPhaseActive || c == nil ||
+		if h.Worker != in.Worker || h.Phase != fleetv1alpha1.ClaimPhaseActive || c == nil || h.Where != in.Where ||
 			c.Target.Kind != claim.KindPullRequest || c.Target.Number != rt.Number {
 			continue
 		}
 		t := claim.Target{Repository: c.Repository, Kind: claim.KindPullRequest, Number: c.Target.Number}
 		if rt.Body == claim.BodyReview || rt.Body == claim.BodyMerge {
-			return g.readPullFacts(ctx, in, t)
+			return readPullFacts(ctx, up.gitea, in, t)
 		}
 		owner, name, _ := strings.Cut(c.Repository, "/")
-		pr, resp, err := g.Gitea.SDK(ctx).GetPullRequest(owner, name, c.Target.Number)
+		pr, resp, err := up.gitea.SDK(ctx).GetPullRequest(owner, name, c.Target.Number)
 		if err != nil {
 			return fmt.Errorf("reading %s (HTTP %s): %w", t, status(resp), err)
 		}
@@ -312,16 +315,16 @@ func (g *Gateway) readFacts(ctx context.Context, in *claim.WriteInput) error {
 // independence re-check, its head and the issues its title and body name) and, for a
 // merge, what the merge carries onto the default branch, where Gitea acts on it: its
 // commits' messages and the paths it changes. The reads run concurrently.
-func (g *Gateway) readPullFacts(ctx context.Context, in *claim.WriteInput, t claim.Target) error {
+func readPullFacts(ctx context.Context, gc *giteaclaim.Client, in *claim.WriteInput, t claim.Target) error {
 	var (
 		wg                     sync.WaitGroup
 		st                     claim.TargetState
 		stErr, msgErr, fileErr error
 	)
-	wg.Go(func() { st, stErr = g.Gitea.ReadTarget(ctx, t) })
+	wg.Go(func() { st, stErr = gc.ReadTarget(ctx, t) })
 	if in.Write.Route.Body == claim.BodyMerge {
-		wg.Go(func() { in.PullCommits, msgErr = g.Gitea.PullCommitMessages(ctx, t.Repository, t.Number) })
-		wg.Go(func() { in.PullFiles, fileErr = g.Gitea.PullFiles(ctx, t.Repository, t.Number) })
+		wg.Go(func() { in.PullCommits, msgErr = gc.PullCommitMessages(ctx, t.Repository, t.Number) })
+		wg.Go(func() { in.PullFiles, fileErr = gc.PullFiles(ctx, t.Repository, t.Number) })
 	}
 	wg.Wait()
 	if err := errors.Join(stErr, msgErr, fileErr); err != nil {
@@ -376,13 +379,18 @@ func commentSize(w claim.Write) int {
 	return size
 }
 
-// seedBudget counts, in Gitea, the comments identity wrote on the claim's target since
-// the TaskClaim was created: what a capability's budget starts from.
+// seedBudget counts, in Gitea (the server the claim was decided on), the comments
+// identity wrote on the claim's target since the TaskClaim was created: what a
+// capability's budget starts from.
 func (g *Gateway) seedBudget(ctx context.Context, tc *fleetv1alpha1.TaskClaim, identity string) (int, int, error) {
 	c := apiconv.Capability(tc)
 	if c == nil {
 		return 0, 0, errors.New("a comment without its capability")
 	}
+	gc, err := g.serverOf(ctx, tc)
+	if err != nil {
+		return 0, 0, err
+	}
 	t := claim.Target{Repository: c.Repository, Kind: c.Target.Kind, Number: c.Target.Number}
-	return g.Gitea.CommentsBy(ctx, t, identity, tc.CreationTimestamp.Time)
+	return gc.CommentsBy(ctx, t, identity, tc.CreationTimestamp.Time)
 }
