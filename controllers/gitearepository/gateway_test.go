@@ -307,4 +307,17 @@ var _ = Describe("The gateway over GiteaRepositories on two Gitea servers", Orde
 		}
 		Eventually(gone).ShouldNot(Succeed(), "the old GiteaRepository is released once its claim ended")
 	})
+
+	It("refuses the workers of a server that stopped with a typed reason, while the other server's keep working", func() {
+		nsD := namespace()
+		ready(newRepository(nsD, a.server, twin))
+		onA := register(nsD, carol, twin)
+		Expect(b.srv.Stop(false)).To(Succeed())
+		Eventually(func() string {
+			return workB.via(http.MethodGet, "/api/v1/repos/"+twin+"/issues/1", nil).refusal.Reason
+		}).Should(Equal(claim.ReasonRepositoryNotReady), "B's repository is not Ready once B stops answering")
+		ans := onA.via(http.MethodGet, "/api/v1/repos/"+twin+"/issues/1", nil)
+		Expect(ans.status).To(Equal(http.StatusOK), "%s", ans.body)
+		Expect(string(ans.body)).To(ContainSubstring(a.issue))
+	})
 })
