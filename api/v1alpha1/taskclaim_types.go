@@ -100,7 +100,10 @@ type ClaimValidation struct {
 	Identity string `json:"identity"`
 	// capabilityVerdict is the authorization verdict for the worker at validation time.
 	CapabilityVerdict string `json:"capabilityVerdict"`
-	// repositoryBinding is the worker's repository binding.
+	// repositoryBinding is the canonical value of the worker's repository binding, the
+	// one the pin covers: "gitea:<GiteaServer>/<repository ID>" for a repository of a
+	// GiteaRepository (a rename in Gitea does not change it), the lower-cased
+	// "owner/name" for the repository of the manager's --repository flag.
 	RepositoryBinding string `json:"repositoryBinding"`
 	// parityRevision is the head of the target's base branch.
 	// +optional

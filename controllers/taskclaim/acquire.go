@@ -63,7 +63,7 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 	acq, res := claim.DecideClaim(claim.ClaimInput{
 		Worker: w.worker, ClaimID: string(tc.UID), Spec: target, PinnedValue: tc.Spec.Pin,
 		Validated: apiconv.Validation(tc), Fresh: w.state, ControllerRepository: tc.Spec.Target.Repository,
-		CapabilityVerdict: w.verdict, Now: started, OtherClaims: w.others,
+		Where: keyOf(repositoryOf(tc)), CapabilityVerdict: w.verdict, Now: started, OtherClaims: w.others,
 	})
 	if res.Refused() {
 		countContention(res)

@@ -220,7 +220,8 @@ func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) 
 	// found it.
 	v, res := claim.Validate(claim.ValidateInput{
 		Worker: w.worker, ClaimID: string(tc.UID), Requested: apiconv.Target(tc.Spec.Target), State: w.state,
-		ControllerRepository: tc.Spec.Target.Repository, CapabilityVerdict: w.verdict, Now: now, OtherClaims: w.others,
+		ControllerRepository: tc.Spec.Target.Repository, Where: keyOf(*repo), CapabilityVerdict: w.verdict, Now: now,
+		OtherClaims: w.others,
 	})
 	if res.Refused() {
 		return r.reject(ctx, tc, res)

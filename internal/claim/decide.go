@@ -24,6 +24,8 @@ type ClaimInput struct {
 	Fresh TargetState
 	// ControllerRepository is the "owner/name" repository the controller serves.
 	ControllerRepository string
+	// Where is the key of the repository the validation resolved (ValidateInput.Where).
+	Where RepositoryKey
 	// CapabilityVerdict is the authorization verdict, re-read.
 	CapabilityVerdict string
 	// Now is the current time.
@@ -215,7 +217,7 @@ func clauseRevalidate(in ClaimInput) (Validation, ruleID) {
 		return Validation{}, ruleWorkerChanged
 	case norm(in.Worker.Identity) != norm(v.Identity):
 		return Validation{}, ruleIdentityChanged
-	case norm(in.Worker.Repository) != norm(v.RepositoryBinding):
+	case CanonicalBinding(in.Worker.Repository, in.Where) != norm(v.RepositoryBinding):
 		return Validation{}, ruleRepositoryBindingChanged
 	case in.CapabilityVerdict != v.CapabilityVerdict:
 		return Validation{}, ruleCapabilityVerdictChanged
@@ -234,6 +236,7 @@ func clauseRevalidate(in ClaimInput) (Validation, ruleID) {
 		Requested:            in.Spec,
 		State:                in.Fresh,
 		ControllerRepository: in.ControllerRepository,
+		Where:                in.Where,
 		CapabilityVerdict:    in.CapabilityVerdict,
 		Now:                  in.Now,
 		OtherClaims:          in.OtherClaims,

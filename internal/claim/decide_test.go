@@ -149,6 +149,8 @@ func TestClauseRevalidate(t *testing.T) {
 		{"worker changed", func(in *ClaimInput) { in.Worker.Name = "w2" }, "worker_changed", ClassStaleState},
 		{"identity changed", func(in *ClaimInput) { in.Worker.Identity = "dave" }, "identity_changed", ClassStaleState},
 		{"binding changed", func(in *ClaimInput) { in.Worker.Repository = "fleet/ops" }, "repository_binding_changed", ClassStaleState},
+		{"binding now resolves to a GiteaRepository", func(in *ClaimInput) { in.Where = RepositoryKey{Server: "gitea-b", ID: 7} },
+			"repository_binding_changed", ClassStaleState},
 		{"verdict changed", func(in *ClaimInput) { in.CapabilityVerdict = "denied" }, "capability_verdict_changed", ClassStaleState},
 		{"head moved", func(in *ClaimInput) { in.Fresh.Target.HeadSHA = fxOtherHead }, "head_sha_moved", ClassStaleState},
 		{"parity moved", func(in *ClaimInput) { in.Fresh.ParityRevision = "abc1234" }, "parity_revision_moved", ClassStaleState},

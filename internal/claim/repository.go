@@ -27,6 +27,18 @@ func (k RepositoryKey) String() string {
 	return k.Server + "/" + strconv.FormatInt(k.ID, 10)
 }
 
+// CanonicalBinding is the canonical value of a worker's repository binding, the pin's
+// repository_binding: for a repository of a GiteaRepository, its key as "gitea:" server
+// "/" ID, which a rename in Gitea does not change and no "owner/name" can spell; for the
+// flags' repository (the zero key), the binding's name, lower-cased, as pins held it
+// before repositories were objects.
+func CanonicalBinding(binding string, where RepositoryKey) string {
+	if where.Named() {
+		return norm(binding)
+	}
+	return "gitea:" + where.String()
+}
+
 // LockName is the deterministic name of a target's lock, a coordination Lease in the
 // claim's namespace: one per (server, repository ID, kind, number), so two repositories
 // with the same issue numbers never share a lock, and a rename changes no lock. The head

@@ -60,3 +60,37 @@ func TestValidateUnserved(t *testing.T) {
 		t.Error("NotServed does not tell the repository's own refusal from the others")
 	}
 }
+
+// The pin's repository_binding is the binding's canonical value: the flags' repository
+// by its lower-cased name, as pins held it before repositories were objects; a
+// GiteaRepository's by its key, which no owner/name spells and a rename does not change.
+func TestCanonicalBinding(t *testing.T) {
+	for _, tt := range []struct {
+		binding string
+		where   RepositoryKey
+		want    string
+	}{
+		{"Fleet/App", RepositoryKey{}, "fleet/app"},
+		{"Fleet/App", RepositoryKey{Server: "gitea-b", ID: 7}, "gitea:gitea-b/7"},
+		{"fleet/renamed", RepositoryKey{Server: "gitea-b", ID: 7}, "gitea:gitea-b/7"},
+		{"fleet/app", RepositoryKey{Server: "gitea-a", ID: 7}, "gitea:gitea-a/7"},
+	} {
+		if got := CanonicalBinding(tt.binding, tt.where); got != tt.want {
+			t.Errorf("CanonicalBinding(%q, %v) = %q, want %q", tt.binding, tt.where, got, tt.want)
+		}
+	}
+	in := fxValidateInput(fxWorker("w1", "carol"), fxIssue(), fxIssueState())
+	in.Where = RepositoryKey{Server: "gitea-b", ID: 7}
+	v, res := Validate(in)
+	if res.Refused() {
+		t.Fatalf("refused: %+v", res)
+	}
+	if v.RepositoryBinding != "gitea:gitea-b/7" {
+		t.Errorf("the pin's repository_binding is %q", v.RepositoryBinding)
+	}
+	flags := fxValidateInput(fxWorker("w1", "carol"), fxIssue(), fxIssueState())
+	vf, _ := Validate(flags)
+	if vf.Pin == v.Pin {
+		t.Error("the same binding in the flags' repository and in a GiteaRepository pins alike")
+	}
+}

@@ -23,6 +23,10 @@ type ValidateInput struct {
 	State TargetState
 	// ControllerRepository is the "owner/name" repository the controller serves.
 	ControllerRepository string
+	// Where is the key of the repository the claim's target resolved to (the zero key
+	// for the flags' repository): with the worker's binding it gives the pin's
+	// repository_binding (CanonicalBinding).
+	Where RepositoryKey
 	// CapabilityVerdict is the authorization verdict for the worker; only
 	// VerdictAllowed passes.
 	CapabilityVerdict string
@@ -95,7 +99,7 @@ func evaluate(in ValidateInput) (Validation, ruleID) {
 		Identity:          in.Worker.Identity,
 		Worker:            in.Worker.Name,
 		CapabilityVerdict: in.CapabilityVerdict,
-		RepositoryBinding: in.Worker.Repository,
+		RepositoryBinding: CanonicalBinding(in.Worker.Repository, in.Where),
 		Target:            in.Requested,
 		Role:              role,
 		ParityRevision:    st.ParityRevision,
