@@ -36,7 +36,11 @@ lane() {
 	local start=$SECONDS rc=0
 	"$@" >".cache/test-$name.log" 2>&1 || rc=$?
 	{
-		echo "=== lane $name ($*): exit $rc after $((SECONDS - start))s"
+		# The lane runs in a subshell of its own: times' second line is the CPU its
+		# processes used (user, system). times runs in this shell, not in a $(...)
+		# subshell, whose own count starts at zero.
+		times >".cache/test-$name.cpu"
+		echo "=== lane $name ($*): exit $rc after $((SECONDS - start))s, CPU $(tail -n1 ".cache/test-$name.cpu")"
 		cat ".cache/test-$name.log"
 	} >&2
 	return "$rc"
