@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
@@ -32,22 +31,26 @@ var errNoFlagsRepository = errors.New("the claim is in the repository of the --g
 // force (claim.RuleSetUnpublished). A refusal is final: nothing is guessed.
 func (r *Reconciler) resolve(ctx context.Context, tc *fleetv1alpha1.TaskClaim, deciding bool) (*fleetv1alpha1.ClaimRepository, *claim.Result, error) {
 	target := apiconv.Target(tc.Spec.Target)
+	var res forge.Resolution
 	if r.Repositories != nil {
-		res, err := r.Repositories.Resolve(ctx, tc.Namespace, target.Repository)
-		if err != nil {
+		var err error
+		if res, err = r.Repositories.Resolve(ctx, tc.Namespace, target.Repository); err != nil {
 			return nil, nil, err
 		}
-		if res.Found {
-			if !res.Usable {
-				r.Recorder.Eventf(tc, nil, "Warning", fleetv1alpha1.ReasonRepositoryNotReady, "Resolve", "%s", res.Problem)
-				refusal := claim.RepositoryNotReady(target)
-				return nil, &refusal, nil
-			}
-			key := claim.RepositoryKey{Server: res.Repository.Server, ID: res.Repository.ID}
-			return &fleetv1alpha1.ClaimRepository{Server: key.Server, ID: key.ID, LockName: claim.LockName(key, target)}, nil, nil
-		}
 	}
-	if r.Gitea == nil || !strings.EqualFold(target.Repository, r.Repository) {
+	flags := ""
+	if r.Gitea != nil {
+		flags = r.Repository
+	}
+	switch forge.Serve(res, target.Repository, flags) {
+	case forge.NotReady:
+		r.Recorder.Eventf(tc, nil, "Warning", fleetv1alpha1.ReasonRepositoryNotReady, "Resolve", "%s", res.Problem)
+		refusal := claim.RepositoryNotReady(target)
+		return nil, &refusal, nil
+	case forge.ServedByObject:
+		key := claim.RepositoryKey{Server: res.Repository.Server, ID: res.Repository.ID}
+		return &fleetv1alpha1.ClaimRepository{Server: key.Server, ID: key.ID, LockName: claim.LockName(key, target)}, nil, nil
+	case forge.NotServed:
 		refusal := claim.RepositoryNotServed(target)
 		return nil, &refusal, nil
 	}

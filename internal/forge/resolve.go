@@ -76,3 +76,37 @@ func Resolve(requested string, candidates []Candidate, ruleSet string) Resolutio
 	}
 	return Resolution{Found: true, Usable: true, Repository: c}
 }
+
+// Serving is where claims on a repository are decided for a namespace, and where the
+// gateway sends its workers' requests.
+type Serving int
+
+const (
+	// NotServed: no GiteaRepository of the namespace names the repository, and it is not
+	// the repository of the manager's --repository flag.
+	NotServed Serving = iota
+	// NotReady: a GiteaRepository names it but is not fit for claims now
+	// (Resolution.Problem says why).
+	NotReady
+	// ServedByObject: the GiteaRepository Resolution.Repository serves it.
+	ServedByObject
+	// ServedByFlags: it is the --repository flag's repository, on --gitea-url.
+	ServedByFlags
+)
+
+// Serve decides where requested ("owner/name") is served for a namespace, from res, what
+// Resolve found among the namespace's GiteaRepositories, and flags, the --repository
+// flag's repository ("" for a manager started without it). A GiteaRepository that names
+// the repository comes first, and one that is not fit is never passed over for the
+// flags' repository of the same name: nothing is guessed.
+func Serve(res Resolution, requested, flags string) Serving {
+	switch {
+	case res.Found && res.Usable:
+		return ServedByObject
+	case res.Found:
+		return NotReady
+	case flags != "" && strings.EqualFold(strings.TrimSpace(requested), strings.TrimSpace(flags)):
+		return ServedByFlags
+	}
+	return NotServed
+}

@@ -67,3 +67,28 @@ func TestResolve(t *testing.T) {
 		})
 	}
 }
+
+// A GiteaRepository that names the repository decides, fit or not; the flags' repository
+// serves only a name no GiteaRepository of the namespace holds.
+func TestServe(t *testing.T) {
+	usable := Resolution{Found: true, Usable: true}
+	unfit := Resolution{Found: true, Problem: "not Ready"}
+	for _, tt := range []struct {
+		name             string
+		res              Resolution
+		requested, flags string
+		want             Serving
+	}{
+		{"a usable object", usable, "fleet/app", "", ServedByObject},
+		{"a usable object before the flags' repository of the same name", usable, "fleet/app", "fleet/app", ServedByObject},
+		{"an unfit object is never passed over for the flags", unfit, "fleet/app", "fleet/app", NotReady},
+		{"the flags' repository, any case", Resolution{}, "Fleet/App", "fleet/app", ServedByFlags},
+		{"another name than the flags'", Resolution{}, "fleet/other", "fleet/app", NotServed},
+		{"no flags", Resolution{}, "fleet/app", "", NotServed},
+		{"an empty binding with no flags", Resolution{}, "", "", NotServed},
+	} {
+		if got := Serve(tt.res, tt.requested, tt.flags); got != tt.want {
+			t.Errorf("%s: Serve = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -54,35 +54,39 @@ type upstream struct {
 // that says why the repository's server cannot be told: the gateway never guesses one.
 func (g *Gateway) upstreamOf(ctx context.Context, wr *fleetv1alpha1.WorkerRegistration) (*upstream, *refusal, error) {
 	bound := strings.TrimSpace(wr.Spec.Repository)
+	var res forge.Resolution
 	if g.Repositories != nil && bound != "" {
-		res, err := g.Repositories.Resolve(ctx, wr.Namespace, bound)
+		var err error
+		if res, err = g.Repositories.Resolve(ctx, wr.Namespace, bound); err != nil {
+			return nil, nil, err
+		}
+	}
+	flags := ""
+	if g.flags != nil {
+		flags = g.flags.repository
+	}
+	switch forge.Serve(res, bound, flags) {
+	case forge.NotReady:
+		return nil, &refusal{reason: claim.ReasonRepositoryNotReady, message: fmt.Sprintf(
+			"the server of your bound repository %s cannot be told now: %s", bound, res.Problem)}, nil
+	case forge.ServedByObject:
+		srv, err := g.Repositories.Upstream(ctx, res.Repository.Server)
 		if err != nil {
 			return nil, nil, err
 		}
-		if res.Found {
-			if !res.Usable {
-				return nil, &refusal{reason: claim.ReasonRepositoryNotReady, message: fmt.Sprintf(
-					"the server of your bound repository %s cannot be told now: %s", bound, res.Problem)}, nil
-			}
-			srv, err := g.Repositories.Upstream(ctx, res.Repository.Server)
-			if err != nil {
-				return nil, nil, err
-			}
-			base, err := baseURL(srv.URL)
-			if err != nil {
-				return nil, nil, fmt.Errorf("the GiteaServer %s: %w", res.Repository.Server, err)
-			}
-			return &upstream{server: res.Repository.Server,
-				key:        claim.RepositoryKey{Server: res.Repository.Server, ID: res.Repository.ID},
-				repository: res.Repository.Owner + "/" + res.Repository.Repo,
-				base:       base, transport: srv.Transport, gitea: srv.Gitea}, nil, nil
+		base, err := baseURL(srv.URL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the GiteaServer %s: %w", res.Repository.Server, err)
 		}
+		return &upstream{server: res.Repository.Server,
+			key:        claim.RepositoryKey{Server: res.Repository.Server, ID: res.Repository.ID},
+			repository: res.Repository.Owner + "/" + res.Repository.Repo,
+			base:       base, transport: srv.Transport, gitea: srv.Gitea}, nil, nil
+	case forge.ServedByFlags:
+		return g.flags, nil, nil
 	}
-	if g.flags == nil || !sameRepository(bound, g.Repository) {
-		return nil, &refusal{reason: claim.ReasonWrongRepository, message: fmt.Sprintf(
-			"no GiteaRepository of your namespace names your bound repository %q, and the gateway serves no other", bound)}, nil
-	}
-	return g.flags, nil, nil
+	return nil, &refusal{reason: claim.ReasonWrongRepository, message: fmt.Sprintf(
+		"no GiteaRepository of your namespace names your bound repository %q, and the gateway serves no other", bound)}, nil
 }
 
 // refusal is a typed refusal with its message.
