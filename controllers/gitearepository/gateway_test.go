@@ -85,6 +85,18 @@ func (w *gwWorker) sdk() *gitea.Client {
 	return c
 }
 
+// activeClaim claims issue #1 of repo as the worker, pins it, waits until it is Active,
+// and checks that it was decided on the GiteaServer server.
+func (w *gwWorker) activeClaim(repo, server string) *fleetv1alpha1.TaskClaim {
+	GinkgoHelper()
+	tc := w.claim(repo)
+	Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
+	w.pin(tc)
+	Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
+	Expect(claimOf(tc).Status.Repository).To(HaveField("Server", server))
+	return tc
+}
+
 // lsRemote is the head of main as `git ls-remote` through the gateway shows it.
 func (w *gwWorker) lsRemote(repo string) string {
 	GinkgoHelper()
@@ -232,11 +244,7 @@ var _ = Describe("The gateway over GiteaRepositories on two Gitea servers", Orde
 	})
 
 	It("forwards a write to the server its claim was decided on, as the identity's account there", func() {
-		tc := workB.claim(twin)
-		Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
-		workB.pin(tc)
-		Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
-		Expect(claimOf(tc).Status.Repository).To(HaveField("Server", b.server))
+		workB.activeClaim(twin, b.server)
 
 		owner, name := split(twin)
 		_, _, err := workB.sdk().CreateIssueComment(owner, name, 1, gitea.CreateIssueCommentOption{Body: "progress on B"})
@@ -284,11 +292,7 @@ var _ = Describe("The gateway over GiteaRepositories on two Gitea servers", Orde
 	})
 
 	It("lets a capability decided on server A write nothing once its repository is served from B", func() {
-		tc := workerA.claim(twin)
-		Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
-		workerA.pin(tc)
-		Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
-		Expect(claimOf(tc).Status.Repository).To(HaveField("Server", a.server))
+		tc := workerA.activeClaim(twin, a.server)
 
 		By("replacing the namespace's GiteaRepository with one on server B")
 		Expect(k8sClient.Delete(ctx, repoA)).To(Succeed())
