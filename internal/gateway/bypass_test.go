@@ -21,6 +21,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -352,6 +354,15 @@ var _ = Describe("The Gitea doctor", func() {
 		doctor := func(r string) *gateway.Doctor {
 			return &gateway.Doctor{Repository: r, Gitea: gc, Credentials: gateway.NewCredentials(apiReader, credsNS, gc)}
 		}
+		// A token of another GiteaServer is that server's business: this server's
+		// administrator login, labelled for another server, is no finding here.
+		other := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "gitea-other-server-" + suffix, Namespace: credsNS,
+				Labels: map[string]string{gateway.LoginLabel: srv.AdminLogin, gateway.ServerLabel: "another-server"}},
+			Data: map[string][]byte{gateway.TokenKey: []byte("not-a-token-of-this-server")},
+		}
+		Expect(k8s.Create(ctx, other)).To(Succeed())
+		DeferCleanup(func() { Expect(k8s.Delete(ctx, other)).To(Succeed()) })
 		findings, err := doctor(repo).Check(ctx)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(findings).To(BeEmpty(), "main is protected and only the controller may push")
