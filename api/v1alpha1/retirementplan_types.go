@@ -124,8 +124,12 @@ type RetirementPlanSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="the plan's scope is immutable: create a new RetirementPlan instead"
 	Repo string `json:"repo,omitempty"`
 
-	// canonicalRepository is the "owner/name" binding every retired row must carry.
-	// Defaults to the repository the controller is configured with.
+	// canonicalRepository is the "owner/name" binding every retired row must carry. It
+	// names a GiteaRepository of the plan's namespace (exactly one object may name it), or
+	// the manager's --repository repository when none does. Unset: the --repository
+	// repository, else the namespace's only GiteaRepository. A binding that names no
+	// repository of the namespace retires nothing: every row is preserved as
+	// repository_binding_ambiguous, saying why.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`

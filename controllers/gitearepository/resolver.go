@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/controllers/giteaserver"
 	"github.com/giteatools/fleet-controller/controllers/taskclaim"
+	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/forge"
 	"github.com/giteatools/fleet-controller/internal/gateway"
@@ -35,23 +35,9 @@ func (r *Resolver) Resolve(ctx context.Context, namespace, name string) (forge.R
 	}
 	cands := make([]forge.Candidate, 0, len(list.Items))
 	for i := range list.Items {
-		cands = append(cands, candidate(&list.Items[i]))
+		cands = append(cands, apiconv.Candidate(&list.Items[i]))
 	}
 	return forge.Resolve(name, cands, claim.RuleSetDigest()), nil
-}
-
-// candidate is what resolving reads of repo: its Ready condition counts only when it was
-// written for the current generation. Deleting repo advances its generation (the API
-// server does so when it sets the deletion timestamp of an object with finalizers), so
-// from that moment nothing is decided there, whatever its last check said.
-func candidate(repo *fleetv1alpha1.GiteaRepository) forge.Candidate {
-	c := forge.Candidate{Object: repo.Name, Server: repo.Spec.Server, Owner: repo.Spec.Owner, Repo: repo.Spec.Name,
-		ID: repo.Status.RepositoryID, RuleSetDigest: repo.Status.RuleSetDigest}
-	if cond := meta.FindStatusCondition(repo.Status.Conditions, fleetv1alpha1.ReadyCondition); cond != nil {
-		c.Reason, c.Message = cond.Reason, cond.Message
-		c.Ready = cond.Status == "True" && cond.ObservedGeneration == repo.Generation
-	}
-	return c
 }
 
 // Client is the controller's Gitea client for the GiteaServer server. A server that is
@@ -92,7 +78,7 @@ func (r *Resolver) SweptRepositories(ctx context.Context) ([]taskclaim.SweptRepo
 	seen := map[string]bool{}
 	var errs []error
 	for i := range list.Items {
-		c := candidate(&list.Items[i])
+		c := apiconv.Candidate(&list.Items[i])
 		full := list.Items[i].Status.FullName
 		key := c.Server + "/" + strings.ToLower(full)
 		if !c.Ready || c.ID <= 0 || full == "" || seen[key] {

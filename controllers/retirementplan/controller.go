@@ -90,6 +90,7 @@ type Deps struct {
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplans/finalizers,verbs=update
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=retirementplans/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=taskclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=gitearepositories,verbs=get;list;watch
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=workerregistrations,verbs=retire
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
 

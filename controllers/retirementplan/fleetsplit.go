@@ -60,6 +60,10 @@ func (r *FleetPlanReconciler) fanOut(ctx context.Context, plan *fleetv1alpha1.Re
 	if err != nil {
 		return err
 	}
+	bound, err := r.binding(ctx, plan)
+	if err != nil {
+		return err
+	}
 	rows := apiconv.Rows(reads.items)
 	f := retirement.PlanFanout(rows, func(h string) bool { _, ok := reads.hosts.Agent(h); return ok })
 	// The rows no host plan covers are this fleet plan's own verdicts: their pages are
@@ -70,7 +74,7 @@ func (r *FleetPlanReconciler) fanOut(ctx context.Context, plan *fleetv1alpha1.Re
 	}
 	s := &plan.Status
 	s.Pages = own
-	s.CanonicalRepository = retirement.CanonicalRepository(s.CanonicalRepository, plan.Spec.CanonicalRepository, r.Repository)
+	s.CanonicalRepository = bound.Repository
 	s.RegistryFingerprint = retirement.RegistryFingerprint(rows)
 	s.RegistryResourceVersion = reads.resourceVersion
 	s.Hosts = nil

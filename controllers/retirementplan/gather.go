@@ -14,6 +14,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/fleet"
+	"github.com/giteatools/fleet-controller/internal/forge"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
@@ -54,11 +55,16 @@ func (r *HostPlanReconciler) assess(ctx context.Context, plan *fleetv1alpha1.Ret
 	if err := r.APIReader.List(ctx, claims, client.InNamespace(plan.Namespace)); err != nil {
 		return world{}, fmt.Errorf("listing task claims (the workflow owners): %w", err)
 	}
+	bound, err := r.binding(ctx, plan)
+	if err != nil {
+		return world{}, err
+	}
 	probes := r.probeAll(ctx, items, plan.Spec.HostID)
 	rows := apiconv.Rows(items)
 	p := retirement.BuildPlan(retirement.Input{
 		Rows:                 rows,
-		CanonicalRepository:  retirement.CanonicalRepository(plan.Status.CanonicalRepository, plan.Spec.CanonicalRepository, r.Repository),
+		CanonicalRepository:  bound.Repository,
+		RepositoryProblem:    bound.Problem,
 		Now:                  r.Clock.Now(),
 		Host:                 r.Host,
 		Probes:               probes,
@@ -68,6 +74,32 @@ func (r *HostPlanReconciler) assess(ctx context.Context, plan *fleetv1alpha1.Ret
 		p = retirement.ForHost(p, rows, plan.Spec.HostID)
 	}
 	return world{plan: p, items: items, resourceVersion: rv}, nil
+}
+
+// binding is the repository plan is bound to in its namespace (forge.Bind): the one its
+// status recorded when it was planned, else the one its spec names, else the default (the
+// --repository flag's, or the namespace's only GiteaRepository). The GiteaRepositories
+// are read straight from the API server, as the rows are: an object deleted or added
+// since the plan changes what an apply finds, and a binding that names no repository of
+// the namespace any more preserves every row.
+func (r *Deps) binding(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (forge.Binding, error) {
+	list := &fleetv1alpha1.GiteaRepositoryList{}
+	if err := r.APIReader.List(ctx, list, client.InNamespace(plan.Namespace)); err != nil {
+		return forge.Binding{}, fmt.Errorf("listing the GiteaRepositories of %s (the plan's repository binding): %w", plan.Namespace, err)
+	}
+	cands := make([]forge.Candidate, 0, len(list.Items))
+	for i := range list.Items {
+		cands = append(cands, apiconv.Candidate(&list.Items[i]))
+	}
+	requested := plan.Status.CanonicalRepository
+	if requested == "" {
+		requested = plan.Spec.CanonicalRepository
+	}
+	b := forge.Bind(requested, r.Repository, cands)
+	if b.Problem != "" {
+		b.Repository = requested // what the plan names, for its status; it binds nothing
+	}
+	return b, nil
 }
 
 // planView is the resourceVersion of the registrations its fleet plan's fan-out read,

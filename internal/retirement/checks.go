@@ -241,6 +241,8 @@ func checkRepository(rc *rowContext) (string, bool) {
 		return detail, true
 	}
 	switch {
+	case rc.p.in.RepositoryProblem != "":
+		return fail("the plan is bound to no repository: " + rc.p.in.RepositoryProblem)
 	case !rc.p.canonRepoOK:
 		return fail(fmt.Sprintf("canonical repository %q is not of the form owner/name", rc.p.in.CanonicalRepository))
 	case r == "":

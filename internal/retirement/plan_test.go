@@ -490,3 +490,19 @@ func TestFailureSpecificEvidence(t *testing.T) {
 		})
 	}
 }
+
+// A plan whose binding names no repository of its namespace retires nothing: every row,
+// even one bound to the very repository the plan names, is preserved with the reason.
+func TestPlanBoundToNoRepository(t *testing.T) {
+	in := baseInput()
+	in.RepositoryProblem = "acme/widgets is named by two GiteaRepositories"
+	p := BuildPlan(in)
+	if p.CandidateCount != 0 || p.PreservedReasonCounts[ReasonRepositoryAmbiguous] != len(in.Rows) {
+		t.Fatalf("candidates %d, preserved %v; want none and all %d repository_binding_ambiguous", p.CandidateCount, p.PreservedReasonCounts, len(in.Rows))
+	}
+	for _, a := range p.Preserved {
+		if !strings.Contains(a.Detail, in.RepositoryProblem) {
+			t.Fatalf("%s: detail %q does not say why", a.WorkerIdentity, a.Detail)
+		}
+	}
+}

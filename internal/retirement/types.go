@@ -190,6 +190,10 @@ type Input struct {
 	Rows []Row
 	// CanonicalRepository is the expected repository binding (owner/name).
 	CanonicalRepository string
+	// RepositoryProblem, when set, says why the plan's binding names no repository of
+	// its namespace: every row is then preserved as repository_ambiguous, with this
+	// detail.
+	RepositoryProblem string
 	// Now is the evaluation instant.
 	Now time.Time
 	// Host is the machine running retirement.

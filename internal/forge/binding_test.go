@@ -1,0 +1,44 @@
+package forge
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestBind(t *testing.T) {
+	app := Candidate{Object: "app", Server: "a", Owner: "acme", Repo: "app"}
+	lib := Candidate{Object: "lib", Server: "a", Owner: "acme", Repo: "lib"}
+	appOnB := Candidate{Object: "app-b", Server: "b", Owner: "acme", Repo: "app"}
+	cases := []struct {
+		name            string
+		requested, flag string
+		cands           []Candidate
+		want            Binding
+		problem         string
+	}{
+		{name: "named by one object", requested: "ACME/App", cands: []Candidate{app, lib}, want: Binding{Repository: "acme/app", Object: "app"}},
+		{name: "the object wins over the flag's repository of the same name", requested: "acme/app", flag: "acme/app", cands: []Candidate{app}, want: Binding{Repository: "acme/app", Object: "app"}},
+		{name: "the flag's repository when no object names it", requested: "acme/flags", flag: "Acme/Flags", cands: []Candidate{app}, want: Binding{Repository: "acme/flags"}},
+		{name: "two objects name it", requested: "acme/app", cands: []Candidate{app, appOnB}, problem: "both name acme/app"},
+		{name: "two objects are not passed over for the flag's repository", requested: "acme/app", flag: "acme/app", cands: []Candidate{app, appOnB}, problem: "cannot be told"},
+		{name: "named by nothing", requested: "acme/ghost", flag: "acme/app", cands: []Candidate{lib}, problem: "acme/ghost is named by no GiteaRepository"},
+		{name: "default: the flag's repository", flag: "acme/app", cands: []Candidate{lib}, want: Binding{Repository: "acme/app"}},
+		{name: "default: the namespace's only object", cands: []Candidate{lib}, want: Binding{Repository: "acme/lib", Object: "lib"}},
+		{name: "default: several objects", cands: []Candidate{app, lib}, problem: "has 2 GiteaRepositories"},
+		{name: "default: nothing at all", problem: "no GiteaRepository"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Bind(tc.requested, tc.flag, tc.cands)
+			if tc.problem != "" {
+				if got.Repository != "" || !strings.Contains(got.Problem, tc.problem) {
+					t.Fatalf("Bind = %+v, want no repository and a problem containing %q", got, tc.problem)
+				}
+				return
+			}
+			if got != tc.want {
+				t.Fatalf("Bind = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
