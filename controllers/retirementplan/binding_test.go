@@ -15,13 +15,12 @@ import (
 // giteaRepository creates a GiteaRepository naming owner/name on server in ns. Nothing
 // checks it against a Gitea here: a plan's binding asks only which repository objects
 // the namespace has.
-func giteaRepository(ns, server, ownerName string) *fleetv1alpha1.GiteaRepository {
+func giteaRepository(ns, server, ownerName string) {
 	GinkgoHelper()
 	owner, name, _ := strings.Cut(ownerName, "/")
 	r := &fleetv1alpha1.GiteaRepository{ObjectMeta: metav1.ObjectMeta{Name: testenv.Uniq("repo"), Namespace: ns},
 		Spec: fleetv1alpha1.GiteaRepositorySpec{Server: server, Owner: owner, Name: name}}
 	Expect(k8sClient.Create(ctx, r)).To(Succeed())
-	return r
 }
 
 // boundTo makes a registration's binding repo.

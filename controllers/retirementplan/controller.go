@@ -3,12 +3,11 @@
 // plan per host that has an agent, judges its approval and aggregates what the host
 // plans report; it creates host plans and reads them, and writes only fleet plans. A
 // host plan is HostPlanReconciler's (hostplan.go): only the agent holding its host's
-// Lease plans it, writes its pages (pages.go), records the fleet plan's approval narrowed
-// to its host (hostapproval.go) and applies it exactly once: apply.go decides again,
-// intent.go records the single applier's intent, rows.go writes the rows and report.go
-// the report; when that agent is lost,
-// the host-plan reconciler of the fleet coordinator's manager stands in and closes it
-// (hostloss.go).
+// Lease takes it through its stages, each ending in one status write (record.go): the
+// dry run, its pages (pages.go), the fleet plan's approval narrowed to its host
+// (hostapproval.go), and the apply, exactly once (apply.go: the hold, intent.go; the
+// rows, rows.go). When that agent is lost, the host-plan reconciler of the fleet
+// coordinator's manager stands in and closes it (hostloss.go).
 //
 // The two meet only in the API server: the fleet plan's status (hosts, approval) and
 // the host plans' status. Nothing of one runs inside the other's reconcile.
@@ -17,7 +16,7 @@
 // apply decision, each row's recheck, the report) and only read and write. A fleet plan's
 // pass reads its phase (phase.go), fans out (fleetsplit.go), reads what the step needs
 // (fleetobserve.go), decides its next status purely (fleetstatus.go) and writes it once
-// (fleetplan.go, record); a host plan's reads are in gather.go, its status setters in
+// (fleetplan.go, record); a host plan's reads are in gather.go, its next status in
 // status.go. Deps is what they share; each reconciler owns its own state.
 package retirementplan
 

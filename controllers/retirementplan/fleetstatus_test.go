@@ -259,7 +259,7 @@ func TestNextFleetStatus(t *testing.T) {
 }
 
 // TestSetPlanStatusOfHostPlan: a planned host plan says it is approved through its fleet
-// plan, and is Ready; a fleet plan with no approval says the approval is not set.
+// plan, and is Ready, and its pages are being written.
 func TestSetPlanStatusOfHostPlan(t *testing.T) {
 	p := retirement.Plan{Outcome: retirement.OutcomePlanned, CandidateFingerprint: "sha256:c"}
 	host := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Generation: 1}, Spec: fleetv1alpha1.RetirementPlanSpec{HostID: "a"}}
@@ -270,9 +270,7 @@ func TestSetPlanStatusOfHostPlan(t *testing.T) {
 	if got := cond(host, fleetv1alpha1.ReadyCondition); got != "True/"+fleetv1alpha1.ReasonPlanned {
 		t.Errorf("host plan: Ready = %s", got)
 	}
-	fleet := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Generation: 1}}
-	setPlanStatus(fleet, p, time.Unix(1700000000, 0))
-	if got := cond(fleet, fleetv1alpha1.ApprovedCondition); got != "False/"+fleetv1alpha1.ReasonAwaitingApproval {
-		t.Errorf("fleet plan: Approved = %s", got)
+	if got := cond(host, fleetv1alpha1.PagesReadyCondition); got != "False/"+fleetv1alpha1.ReasonWritingPages {
+		t.Errorf("host plan: PagesReady = %s", got)
 	}
 }

@@ -3,6 +3,7 @@ package retirementplan
 import (
 	"context"
 	"fmt"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,6 +27,10 @@ type world struct {
 	items []fleetv1alpha1.WorkerRegistration
 	// resourceVersion is the view the registrations were read at.
 	resourceVersion string
+	// snapshot summarises the registrations read, for a dry run (nil for an apply).
+	snapshot *fleetv1alpha1.PostApply
+	// plannedAt is when a dry run was decided: its status.plannedAt.
+	plannedAt time.Time
 }
 
 // assess reads the registrations and task claims straight from the API server and builds
@@ -35,10 +40,12 @@ type world struct {
 //
 // A host plan's dry run reads the registrations at the resourceVersion its fleet plan's
 // fan-out read (planView), so the fleet plan's registry fingerprint and every host plan's
-// verdicts rest on one view of the namespace. An apply always reads the newest.
+// verdicts rest on one view of the namespace, and summarises them (the plan's snapshot).
+// An apply always reads the newest.
 func (r *HostPlanReconciler) assess(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (world, error) {
+	dryRun := plan.Status.Outcome == ""
 	view := ""
-	if plan.Status.Outcome == "" {
+	if dryRun {
 		view = r.planView(ctx, plan)
 	}
 	items, rv, err := r.listRegistrationsAt(ctx, plan.Namespace, view)
@@ -50,6 +57,10 @@ func (r *HostPlanReconciler) assess(ctx context.Context, plan *fleetv1alpha1.Ret
 	}
 	if err != nil {
 		return world{}, err
+	}
+	var snapshot *fleetv1alpha1.PostApply
+	if dryRun {
+		snapshot = r.snapshotOf(plan.Namespace, items)
 	}
 	claims := &fleetv1alpha1.TaskClaimList{}
 	if err := r.APIReader.List(ctx, claims, client.InNamespace(plan.Namespace)); err != nil {
@@ -73,7 +84,7 @@ func (r *HostPlanReconciler) assess(ctx context.Context, plan *fleetv1alpha1.Ret
 	if plan.Spec.HostID != "" {
 		p = retirement.ForHost(p, rows, plan.Spec.HostID)
 	}
-	return world{plan: p, items: items, resourceVersion: rv}, nil
+	return world{plan: p, items: items, resourceVersion: rv, snapshot: snapshot}, nil
 }
 
 // binding is the repository plan is bound to in its namespace (forge.Bind): the one its

@@ -15,24 +15,28 @@ import (
 // A host plan's approval: its fleet plan's, narrowed to this host and recorded once in
 // status.hostApproval, and judged again as the apply goes.
 
-// stillApproved checks the approval again during apply; a read error counts as no.
-func (r *HostPlanReconciler) stillApproved(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (bool, string) {
-	v, err := r.judgeApproval(ctx, plan)
+// stillApproved reads the fleet plan and judges the approval recorded on the host plan
+// again (judgeApproval), as the apply does before its first write and then periodically;
+// a read error counts as no. It also returns the fleet plan's approval narrowed to this
+// host as it reads now (nil when there is none for this host plan), which a host plan
+// that has not recorded one yet records.
+func (r *HostPlanReconciler) stillApproved(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (*fleetv1alpha1.RetirementApproval, bool, string) {
+	v, a, err := r.judgeApproval(ctx, plan)
 	switch {
 	case err != nil:
-		return false, err.Error()
+		return a, false, err.Error()
 	case !v.Approved:
-		return false, v.Reason + ": " + v.Message
+		return a, false, v.Reason + ": " + v.Message
 	}
-	return true, ""
+	return a, true, ""
 }
 
-// judgeApproval judges a host plan's recorded approval (status.hostApproval) again, as
-// the apply does before its first write and then periodically: the fleet plan must still
-// be Approved at its current generation with an approval that narrows to the recorded one
-// (it matched it against its own status when it judged it), and what is left is the
-// guarding policy, as it stood when the fleet plan was created, and the approver.
-func (r *HostPlanReconciler) judgeApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (retirement.ApprovalVerdict, error) {
+// judgeApproval judges a host plan's recorded approval (status.hostApproval) again: the
+// fleet plan must still be Approved at its current generation with an approval that
+// narrows to the recorded one (it matched it against its own status when it judged it),
+// and what is left is the guarding policy, as it stood when the fleet plan was created,
+// and the approver. It returns the narrowed approval it compared.
+func (r *HostPlanReconciler) judgeApproval(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (retirement.ApprovalVerdict, *fleetv1alpha1.RetirementApproval, error) {
 	facts := retirement.ApprovalFacts{PlanCreated: plan.CreationTimestamp.Time}
 	a, parent, mismatch := r.hostApproval(ctx, plan)
 	recorded := plan.Status.HostApproval
@@ -47,7 +51,8 @@ func (r *HostPlanReconciler) judgeApproval(ctx context.Context, plan *fleetv1alp
 	if parent != nil {
 		facts.PlanCreated = parent.CreationTimestamp.Time
 	}
-	return r.judge(ctx, plan.Namespace, recorded, facts)
+	v, err := r.judge(ctx, plan.Namespace, recorded, facts)
+	return v, a, err
 }
 
 // hostApproval is the approval a host plan applies with: its fleet plan's, narrowed to

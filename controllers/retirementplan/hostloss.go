@@ -29,7 +29,7 @@ import (
 // condition, guarded by the resourceVersion read before the decision, so an agent that
 // came back and planned or recorded its intent first wins. An apply that recorded its
 // intent keeps its crash-safe report: the stand-in takes its hold over once it lapsed and
-// completes the report from the rows (settleApply). Unlike a returning agent it does not
+// completes the report from the rows (completeLost). Unlike a returning agent it does not
 // resume the apply: it cannot probe the host's processes. So it waits twice the takeover
 // timeout (retirement.StandInTakeoverTimeout), and a returning agent takes over first.
 // The fleet plan only reads the condition.
@@ -99,8 +99,8 @@ func (r *HostPlanReconciler) reconcileLost(ctx context.Context, key types.Namesp
 		// Crash-safe as ever: wait out the hold, then complete the report from the rows.
 		// The stand-in is not on the rows' host, so it cannot re-probe them: it does not
 		// resume.
-		run := r.settleApply(ctx, plan, false)
-		return r.finish(ctx, plan, run)
+		res, _, err := r.record(ctx, plan, r.completeLost(ctx, plan))
+		return res, err
 	case retirement.LostHostClosePlan:
 		logger.Info("The host's agent is gone before planning; its rows are preserved", "detail", detail)
 		if err := r.planLostHost(ctx, plan, detail); err != nil {
@@ -108,7 +108,8 @@ func (r *HostPlanReconciler) reconcileLost(ctx context.Context, key types.Namesp
 		}
 	case retirement.LostHostCloseApply:
 		logger.Info("The host's agent is gone before its apply; nothing is retired on that host", "detail", detail)
-		res, err := r.writeApplyStatus(ctx, plan, retirement.LostHostApply(approval.WorkerIdentities, detail), r.snapshot(ctx, plan.Namespace), nil, detail)
+		rep := retirement.LostHostApply(approval.WorkerIdentities, detail)
+		res, _, err := r.record(ctx, plan, hostResult{report: &rep, lost: detail})
 		if err != nil || res.RequeueAfter > 0 || !meta.IsStatusConditionTrue(plan.Status.Conditions, conditionHostAgentLost) {
 			return res, err
 		}
@@ -139,7 +140,8 @@ func (r *HostPlanReconciler) planLostHost(ctx context.Context, plan *fleetv1alph
 	}
 	canonical := retirement.CanonicalRepository(plan.Status.CanonicalRepository, plan.Spec.CanonicalRepository, r.Repository)
 	p := retirement.LostHostPlan(apiconv.Rows(items), plan.Spec.HostID, canonical, detail)
-	setPlanStatus(plan, p, r.Clock.Now(), lostCondition(detail))
+	ready, conds := planStatus(plan, p, r.Clock.Now())
+	conditions.Record(&plan.Status.Conditions, plan.Generation, ready, append(conds, lostCondition(detail))...)
 	plan.Status.Pages = nil
 	plan.Status.Snapshot = r.snapshotOf(plan.Namespace, items)
 	if err := r.Status().Update(ctx, plan); err != nil {

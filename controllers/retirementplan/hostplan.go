@@ -2,7 +2,6 @@ package retirementplan
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -22,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
-	"github.com/giteatools/fleet-controller/internal/conditions"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
@@ -177,86 +175,55 @@ func (r *HostPlanReconciler) reconcileHost(ctx context.Context, key types.Namesp
 	return r.hostStep(ctx, plan)
 }
 
-// hostStep takes a host plan read from the API server one step on: its pending pages,
-// an apply in progress, the dry run, the approval's record, and the apply.
+// maxHostStages bounds the stages one reconcile takes a host plan through: the dry run,
+// its pages, the approval's record and the apply, with room to spare.
+const maxHostStages = 6
+
+// hostStep takes a host plan read from the API server through the stages its status
+// calls for, one after the other, until one has nothing to record yet (the approval has
+// not landed, another applier holds the apply) or the plan is done:
+//
+//   - its pages, when the plan is planned and they are still to be written (pages.go);
+//   - the dry run (dryRun);
+//   - the approval's record, then the apply, or the takeover of an apply in progress
+//     (apply.go).
+//
+// Each stage decides, and one status write records what it decided (record, record.go).
 func (r *HostPlanReconciler) hostStep(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (ctrl.Result, error) {
-	logger := log.FromContext(ctx).WithValues("RetirementPlan", klogRef(plan), "host", plan.Spec.HostID)
-	ph := hostPhaseOf(plan)
-	if ph.pagesPending {
-		if err := r.writePending(ctx, plan); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	var run applyRun
-	switch {
-	case ph.applying:
-		// An apply recorded as in progress: wait for its holder, or take over a lapsed
-		// hold and resume the apply on this host (intent.go). Nothing else touches such
-		// a plan.
-		run = r.settleApply(ctx, plan, true)
-	case plan.Status.Outcome != "" && plan.Status.Outcome != retirement.OutcomePlanned:
-		return ctrl.Result{}, nil
-	default:
-		if plan.Status.Outcome == "" {
-			if err := r.plan(ctx, plan); err != nil {
-				return ctrl.Result{}, err
-			}
-			logger.Info("Planned host plan", "candidates", plan.Status.CandidateCount, "preserved", plan.Status.PreservedCount)
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("host", plan.Spec.HostID))
+	for range maxHostStages {
+		ph := hostPhaseOf(plan)
+		if ph.pagesPending {
 			if err := r.writePending(ctx, plan); err != nil {
 				return ctrl.Result{}, err
 			}
+			continue
 		}
-		// The host plan records, once, that it is approved and the fleet plan's approval
-		// narrowed to this host, before its apply records its intent: the intent is
-		// written only on a plan whose stored status says Approved, and the apply decides
-		// on the recorded approval.
-		if !ph.approved {
-			a, _, _ := r.hostApproval(ctx, plan)
-			if a == nil {
-				return ctrl.Result{}, nil // the fleet plan's change enqueues this host plan again
-			}
-			plan.Status.HostApproval = a
-			conditions.Record(&plan.Status.Conditions, plan.Generation, ptr.To(applyingReadiness("The fleet plan's approval covers this host plan; applying it")),
-				conditions.Cond{Type: fleetv1alpha1.ApprovedCondition, True: true, Reason: fleetv1alpha1.ReasonApprovedThroughFleetPlan, Message: "The fleet plan is Approved and covers this host plan's candidates"})
-			if err := r.Status().Update(ctx, plan); err != nil {
-				return ctrl.Result{}, fmt.Errorf("recording the host plan's approval: %w", err)
-			}
+		var st hostResult
+		switch {
+		case ph.unplanned:
+			st = r.dryRun(ctx, plan)
+		case ph.awaitingApply, ph.applying:
+			st = r.apply(ctx, plan, ph)
 		}
-		logger.Info("Applying host plan")
-		run = r.apply(ctx, plan) // apply.go: decide again, intent, guarded row writes
+		res, more, err := r.record(ctx, plan, st)
+		if err != nil || !more {
+			return res, err
+		}
 	}
-	return r.finish(ctx, plan, run) // report.go: the report, or standing back
+	return ctrl.Result{RequeueAfter: time.Second}, nil // a stage that kept changing the phase: look again soon
 }
 
-func klogRef(p *fleetv1alpha1.RetirementPlan) string { return p.Namespace + "/" + p.Name }
-
-// plan computes the dry-run plan and writes it to status.
-func (r *HostPlanReconciler) plan(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) error {
+// dryRun computes the dry-run plan. Its verdicts are held for the pages, written right
+// after the status that records the plan (writePending); the registrations read are let
+// go before, as the pages are the plan's largest allocations.
+func (r *HostPlanReconciler) dryRun(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) hostResult {
 	fresh, err := r.assess(ctx, plan)
 	if err != nil {
-		return err
+		return hostResult{halt: err}
 	}
-	// The snapshot is the last use of the registrations read: they are let go before the
-	// pages are written, the plan's largest allocations.
-	snapshot := r.snapshotOf(plan.Namespace, fresh.items)
 	fresh.items = nil
-	// The plan records that its pages follow this write (writePending): it is planned,
-	// and can be approved, before every row is paged.
-	setPlanStatus(plan, fresh.plan, r.Clock.Now(), conditions.Cond{Type: fleetv1alpha1.PagesReadyCondition, Reason: fleetv1alpha1.ReasonWritingPages,
-		Message: fmt.Sprintf("Writing the pages of %d candidate(s) and %d preserved row(s)", fresh.plan.CandidateCount, fresh.plan.PreservedCount)})
-	plan.Status.RegistryResourceVersion = fresh.resourceVersion
-	plan.Status.Snapshot = snapshot
-	r.holdPages(plan, fresh.plan)
-	if err := r.Status().Update(ctx, plan); err != nil { // guarded by the resourceVersion read above
-		r.forgetPages(client.ObjectKeyFromObject(plan))
-		return fmt.Errorf("writing plan status: %w", err)
-	}
-	p := fresh.plan
-	plansTotal.WithLabelValues(retirement.OutcomePlanned).Inc()
-	for reason, n := range p.PreservedReasonCounts {
-		preservedTotal.WithLabelValues("plan", reason).Add(float64(n))
-	}
-	r.Recorder.Eventf(plan, nil, "Normal", fleetv1alpha1.ReasonPlanned, "Plan",
-		"Planned: %d candidate(s), %d preserved of %d assessed", p.CandidateCount, p.PreservedCount, p.AssessedCount)
-	return nil
+	fresh.plannedAt = r.Clock.Now()
+	r.holdPages(plan, fresh.plan, fresh.plannedAt)
+	return hostResult{planned: &fresh}
 }

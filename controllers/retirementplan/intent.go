@@ -35,12 +35,12 @@ import (
 //  3. The report is written with the state Finished, in the same compare-and-swap.
 //  4. A reconcile that finds an apply in progress waits while its hold is fresh, and
 //     once the hold is older than the takeover timeout takes it over by
-//     compare-and-swap. On the rows' host it resumes the apply (resume): approval,
-//     fence, a fresh read and plan, and for each remaining row its recorded
-//     resourceVersion, a new probe and a guarded write (retirement.DecideResume). The
-//     stand-in of a lost host, or a taker whose approval is no longer honoured, writes
-//     no row and completes the report from what the rows show
-//     (retirement.CompleteInterrupted).
+//     compare-and-swap (takeOver). On the rows' host it resumes the apply the way an
+//     apply goes (apply.go): approval, fence, a fresh read and plan, and for each
+//     remaining row its recorded resourceVersion, a new probe and a guarded write
+//     (retirement.DecideResume). The stand-in of a lost host (completeLost), or a taker
+//     whose approval is no longer honoured, writes no row and completes the report from
+//     what the rows show (retirement.CompleteInterrupted).
 
 // Event reasons of the single-applier protocol.
 const (
@@ -139,125 +139,71 @@ func (r *HostPlanReconciler) recordIntent(ctx context.Context, plan *fleetv1alph
 	}
 }
 
-// settleApply looks at a plan whose apply is in progress: it stands back while the hold
-// is fresh, and takes a lapsed hold over. With resume (the agent of the rows' host) it
-// resumes the apply; otherwise (the stand-in of a lost host, which waits twice as long
-// so that a returning agent resumes first), or when the apply cannot be resumed, it
-// completes the report from the rows, writing no row. finish (report.go) then records either.
-// model: apply.pml steps A0 (wait for a fresh hold), T1 (take over a lapsed one), R1-R3
-// (resume) and T2-T3 (complete: read the rows, write the report; no row write)
-func (r *HostPlanReconciler) settleApply(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, resume bool) applyRun {
-	me, ref := r.applierID(), retiredBy(plan)
-	timeout := r.takeoverTimeout()
-	if !resume {
-		// The stand-in gives the host's own agent the time to come back and resume.
-		timeout = retirement.StandInTakeoverTimeout(timeout)
-	}
-	var from string
+// takeover is a lapsed hold this applier took over: the progress it found, the hold it
+// holds now, and the applier whose hold lapsed.
+type takeover struct {
+	progress retirement.Progress
+	hold     retirement.Hold
+	from     string
+}
+
+// takeOver looks at a plan whose apply is in progress: it stands back while the hold is
+// younger than timeout, and takes a lapsed hold over by compare-and-swap. Without a
+// takeover, the result says what to record: standing back, nothing (the apply finished
+// since the plan was read), or the halt of a write that failed.
+// model: apply.pml steps A0 (wait for a fresh hold) and T1 (take over a lapsed one)
+func (r *HostPlanReconciler) takeOver(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, timeout time.Duration) (*takeover, hostResult) {
+	me := r.applierID()
 	for attempt := 1; ; attempt++ {
 		d := retirement.DecideApplier(apiconv.Progress(plan.Status.ApplyProgress), me, r.Clock.Now(), timeout)
 		switch d.Action {
 		case retirement.ApplierWait:
-			return applyRun{stoodBack: &standing{stage: "wait", decision: d}}
+			return nil, hostResult{stoodBack: &standing{stage: "wait", decision: d}}
 		case retirement.ApplierTakeOver:
-		default: // finished (or cleared) since the cached read: nothing to do here
-			return applyRun{settled: true}
+		default: // finished (or cleared) since the plan was read: nothing to do here
+			return nil, hostResult{}
 		}
 		p := plan.Status.ApplyProgress
-		from = p.Applier
+		from := p.Applier
 		p.Applier, p.TakenOverFrom = me, from
 		p.RenewedAt = metav1.NewMicroTime(r.Clock.Now())
 		err := r.Status().Update(ctx, plan)
 		if err == nil {
-			break
+			takeoversTotal.Inc()
+			progress := apiconv.Progress(plan.Status.ApplyProgress)
+			return &takeover{progress: progress, hold: progress.Hold(), from: from}, hostResult{}
 		}
 		if !apierrors.IsConflict(err) || attempt == maxCASAttempts {
-			return applyRun{halt: fmt.Errorf("taking over the apply: %w", err)}
+			return nil, hostResult{halt: fmt.Errorf("taking over the apply: %w", err)}
 		}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(plan), plan); err != nil {
-			return applyRun{halt: fmt.Errorf("re-reading the plan to take over the apply: %w", err)}
+			return nil, hostResult{halt: fmt.Errorf("re-reading the plan to take over the apply: %w", err)}
 		}
 	}
-	progress := apiconv.Progress(plan.Status.ApplyProgress)
-	hold := progress.Hold()
-	takeoversTotal.Inc()
-	notResumed := "this agent is not on the rows' host, so it cannot probe their processes again"
-	if resume {
-		run, why := r.resume(ctx, plan, progress, &hold, from)
-		if why == "" {
-			return run
-		}
-		notResumed = why
-	}
-	log.FromContext(ctx).Info("Took over an interrupted apply; completing its report from the rows", "applier", me, "from", from, "notResumed", notResumed)
-	r.Recorder.Eventf(plan, nil, "Warning", eventApplyTakenOver, "Apply",
-		"Applier %s took over the apply held by %s, which stopped renewing it; it completes the report from the rows and writes no row: %s", me, from, notResumed)
-
-	items, err := r.listRegistrations(ctx, plan.Namespace)
-	if err != nil {
-		return applyRun{halt: fmt.Errorf("reading the intended rows of an interrupted apply: %w", err)}
-	}
-	var requested []string
-	if a := plan.Status.HostApproval; a != nil {
-		requested = a.WorkerIdentities
-	}
-	rep := retirement.CompleteInterrupted(retirement.Interrupted{
-		Progress:   progress,
-		Requested:  requested,
-		PlanRef:    ref, // what the rows carry in retiredBy
-		Rows:       apiconv.Rows(items),
-		NotResumed: notResumed,
-	})
-	return applyRun{report: rep, post: r.snapshotOf(plan.Namespace, items), hold: &hold}
 }
 
-// resume takes the remaining rows of an apply this agent took over through every check
-// the first applier made for them: the approval, the workflow fence read before a fresh
-// authoritative read, the plan computed from that read, each row's recorded
-// resourceVersion (retirement.DecideResume), and then the same row writes as an apply
-// (retireRows: a new liveness probe right before each write, guarded by that
-// resourceVersion, renewing the hold). It returns why it did not resume ("" when it
-// did, or halted): the caller then completes the report instead.
-// model: apply.pml steps R1 (approval, fence, authoritative read), R2 (DecideResume) and
-// R3 (the row writes, A5-A8, and the report, A9)
-func (r *HostPlanReconciler) resume(ctx context.Context, plan *fleetv1alpha1.RetirementPlan, progress retirement.Progress, hold *retirement.Hold, from string) (applyRun, string) {
-	if ok, why := r.stillApproved(ctx, plan); !ok {
-		return applyRun{}, "the approval is no longer honoured (" + why + ")"
+// completeLost is the stand-in of a lost host's agent with an apply in progress on that
+// host: it waits twice as long as an agent would (so that a returning agent takes over
+// first and resumes), takes the lapsed hold over, and completes the report from the rows,
+// writing no row: it is not on the rows' host, so it cannot probe their processes again.
+// model: apply.pml steps T1-T3 (take over; read the rows, write the report; no row write)
+func (r *HostPlanReconciler) completeLost(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) hostResult {
+	taken, wait := r.takeOver(ctx, plan, retirement.StandInTakeoverTimeout(r.takeoverTimeout()))
+	if taken == nil {
+		return wait
 	}
-	fence, err := r.Fence.Read(ctx, plan.Namespace)
+	items, err := r.listRegistrations(ctx, plan.Namespace)
 	if err != nil {
-		return applyRun{halt: fmt.Errorf("reading the workflow fence to resume the apply: %w", err)}, ""
-	}
-	fresh, err := r.assess(ctx, plan)
-	if err != nil {
-		return applyRun{halt: fmt.Errorf("reading the rows to resume the apply: %w", err)}, ""
+		return hostResult{halt: fmt.Errorf("reading the intended rows of an interrupted apply: %w", err)}
 	}
 	var requested []string
 	if a := plan.Status.HostApproval; a != nil {
 		requested = a.WorkerIdentities
 	}
-	ref, me := retiredBy(plan), r.applierID()
-	d := retirement.DecideResume(retirement.Resumption{
-		Progress: progress, Requested: requested, PlanRef: ref,
-		Rows: apiconv.Rows(fresh.items), Versions: apiconv.Versions(fresh.items), Fresh: fresh.plan,
+	notResumed := "this agent is not on the rows' host, so it cannot probe their processes again"
+	r.tookOver(ctx, plan, taken, notResumed)
+	rep := retirement.CompleteInterrupted(retirement.Interrupted{
+		Progress: taken.progress, Requested: requested, PlanRef: retiredBy(plan), Rows: apiconv.Rows(items), NotResumed: notResumed,
 	})
-	if !d.Resumable {
-		return applyRun{}, d.Detail
-	}
-	log.FromContext(ctx).Info("Took over an interrupted apply; resuming it", "applier", me, "from", from,
-		"retiredBefore", len(d.Retired), "toWrite", len(d.Retire), "preserved", len(d.Preserved))
-	r.Recorder.Eventf(plan, nil, "Warning", eventApplyTakenOver, "Apply",
-		"Applier %s took over the apply held by %s, which stopped renewing it, and resumes it: %d row(s) were retired before; %d remaining row(s) unchanged since they were read are probed again and written, %d kept",
-		me, from, len(d.Retired), len(d.Retire), len(d.Preserved))
-	w := r.retireRows(ctx, plan, ref, hold, fresh.items, d.Retire, fence)
-	if w.halt != nil {
-		return applyRun{halt: w.halt}, ""
-	}
-	preserved, interruption := w.preserved, ""
-	if w.stop != nil {
-		interruption = w.stop.interruption
-		preserved = append(preserved, retirement.UntouchedAssessments(d.Retire[w.stop.at:], w.stop.reason, interruption)...)
-	}
-	rep := retirement.SummarizeResume(d, w.retired, preserved, interruption, from, me)
-	return applyRun{report: rep, post: r.snapshot(ctx, plan.Namespace), hold: hold}, ""
+	return hostResult{report: &rep, hold: &taken.hold}
 }

@@ -185,11 +185,11 @@ type pageJob struct {
 // pages are given up.
 var pageWriteBackoff = wait.Backoff{Steps: 4, Duration: 250 * time.Millisecond, Factor: 2, Jitter: 0.1}
 
-// holdPages keeps, for writePending, the verdicts of a plan about to be written as
-// planned (its PagesReady says the pages are being written), and clears its pages.
-func (r *HostPlanReconciler) holdPages(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan) {
-	plan.Status.Pages = nil
-	r.pendingPages.Store(client.ObjectKeyFromObject(plan), pageJob{uid: plan.UID, plannedAt: plan.Status.PlannedAt.Rfc3339Copy().Time, candidateFingerprint: p.CandidateFingerprint, plan: p})
+// holdPages keeps, for writePending, the verdicts of a plan about to be recorded as
+// planned at plannedAt (its PagesReady then says the pages are being written).
+func (r *HostPlanReconciler) holdPages(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, plannedAt time.Time) {
+	r.pendingPages.Store(client.ObjectKeyFromObject(plan), pageJob{uid: plan.UID, plannedAt: metav1.NewTime(plannedAt).Rfc3339Copy().Time,
+		candidateFingerprint: p.CandidateFingerprint, plan: p})
 }
 
 // writePending writes the pages of a plan this agent planned, then records them in

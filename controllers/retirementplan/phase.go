@@ -79,11 +79,15 @@ func applyInProgress(plan *fleetv1alpha1.RetirementPlan) bool {
 	return p != nil && p.State != retirement.ApplyFinished
 }
 
-// hostPhase is where a host plan stands, read once at the start of its step: the step's
-// later checks go by the same reading.
+// hostPhase is where a host plan stands, read at the start of each stage of its step:
+// the stage's later checks go by the same reading.
 type hostPhase struct {
+	// unplanned: no dry run is recorded yet.
+	unplanned bool
 	// pagesPending: planned, and its pages are still being written.
 	pagesPending bool
+	// awaitingApply: planned, and no apply has started.
+	awaitingApply bool
 	// applying: an apply recorded its intent and has not written its report.
 	applying bool
 	// approved: Approved is True at the plan's generation (the fleet plan's approval is
@@ -93,5 +97,7 @@ type hostPhase struct {
 
 // hostPhaseOf reads a host plan's phase.
 func hostPhaseOf(plan *fleetv1alpha1.RetirementPlan) hostPhase {
-	return hostPhase{pagesPending: pagesPending(plan), applying: applyInProgress(plan), approved: approvedNow(plan)}
+	applying := applyInProgress(plan)
+	return hostPhase{unplanned: plan.Status.Outcome == "", pagesPending: pagesPending(plan),
+		awaitingApply: plan.Status.Outcome == retirement.OutcomePlanned && !applying, applying: applying, approved: approvedNow(plan)}
 }

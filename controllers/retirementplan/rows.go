@@ -85,7 +85,7 @@ func (r *HostPlanReconciler) retireRows(ctx context.Context, plan *fleetv1alpha1
 		}
 		sinceRenew++
 		if cadence.Due(sinceCheck, r.Clock.Since(lastCheck)) {
-			if ok, why := r.stillApproved(ctx, plan); !ok {
+			if _, ok, why := r.stillApproved(ctx, plan); !ok {
 				return stop(i, retirement.ReasonApprovalRevoked,
 					retirement.ReasonApprovalRevoked+": the approval is no longer honoured ("+why+"); the remaining rows were left untouched")
 			}

@@ -1,6 +1,7 @@
 package retirementplan
 
 import (
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,9 +13,52 @@ import (
 	"github.com/giteatools/fleet-controller/internal/retirement"
 )
 
-// setPlanStatus writes a dry-run plan into status, with its readiness, for a plan not yet
-// approved why, and the caller's further conditions (a host plan's PagesReady).
-func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now time.Time, more ...conditions.Cond) {
+// nextHostStatus writes into a host plan's status what one stage decided (record,
+// record.go): a dry run, the approval's record, or an apply's report. The conditions the
+// stage sets are recorded by one call, at the end.
+func nextHostStatus(plan *fleetv1alpha1.RetirementPlan, st hostResult, now time.Time) {
+	var ready *conditions.Readiness
+	var conds []conditions.Cond
+	switch {
+	case st.planned != nil:
+		w := st.planned
+		ready, conds = planStatus(plan, w.plan, w.plannedAt)
+		// Its pages follow this write (writePending): it is planned, and can be
+		// approved, before every row is paged.
+		conds = append(conds, conditions.Cond{Type: fleetv1alpha1.PagesReadyCondition, Reason: fleetv1alpha1.ReasonWritingPages,
+			Message: fmt.Sprintf("Writing the pages of %d candidate(s) and %d preserved row(s)", w.plan.CandidateCount, w.plan.PreservedCount)})
+		plan.Status.Pages = nil
+		plan.Status.RegistryResourceVersion = w.resourceVersion
+		plan.Status.Snapshot = w.snapshot
+	case st.approval != nil:
+		plan.Status.HostApproval = st.approval
+		ready = ptr.To(applyingReadiness("The fleet plan's approval covers this host plan; applying it"))
+		conds = []conditions.Cond{{Type: fleetv1alpha1.ApprovedCondition, True: true, Reason: fleetv1alpha1.ReasonApprovedThroughFleetPlan,
+			Message: "The fleet plan is Approved and covers this host plan's candidates"}}
+	default:
+		rep := *st.report
+		ready, conds = recordApply(plan, rep, retirement.JudgeApply(rep), nil, metav1.NewTime(now))
+		if st.lost != "" {
+			conds = append(conds, lostCondition(st.lost))
+		}
+		if st.hold != nil {
+			p := plan.Status.ApplyProgress
+			p.State, p.RenewedAt = retirement.ApplyFinished, metav1.NewMicroTime(now)
+			p.RetiredSoFar, p.IntendedRows = int32(rep.RetiredCount), nil
+			switch {
+			case rep.Resumed:
+				p.Takeover = retirement.TakeoverResumed
+			case rep.Recovered:
+				p.Takeover = retirement.TakeoverCompleted
+			}
+		}
+	}
+	conditions.Record(&plan.Status.Conditions, plan.Generation, ready, conds...)
+}
+
+// planStatus writes a host plan's dry run into status and returns its readiness and the
+// conditions it sets: not approved yet, until its fleet plan is.
+func planStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now time.Time) (*conditions.Readiness, []conditions.Cond) {
 	listing := retirement.ListPlan(p)
 	s := &plan.Status
 	s.Outcome = p.Outcome
@@ -41,18 +85,10 @@ func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, now ti
 	s.PlannedAt = ptr.To(metav1.NewTime(now))
 	s.ObservedGeneration = plan.Generation
 	s.Message = listing.Message
-	var approval []conditions.Cond
-	switch {
-	case plan.Spec.HostID != "":
-		// A host plan is approved through its fleet plan, never through its own
-		// spec.approval.
-		approval = append(approval, conditions.Cond{Type: fleetv1alpha1.ApprovedCondition, Reason: fleetv1alpha1.ReasonAwaitingFleetApproval,
-			Message: "A host plan is approved through its fleet plan: approve the fleet plan"})
-	case plan.Spec.Approval == nil:
-		approval = append(approval, conditions.Cond{Type: fleetv1alpha1.ApprovedCondition, Reason: fleetv1alpha1.ReasonAwaitingApproval,
-			Message: "spec.approval is not set"})
-	}
-	conditions.Record(&s.Conditions, plan.Generation, &conditions.Readiness{Ready: true, Reason: fleetv1alpha1.ReasonPlanned, Message: s.Message}, append(approval, more...)...)
+	// A host plan is approved through its fleet plan, never through its own spec.approval.
+	approval := []conditions.Cond{{Type: fleetv1alpha1.ApprovedCondition, Reason: fleetv1alpha1.ReasonAwaitingFleetApproval,
+		Message: "A host plan is approved through its fleet plan: approve the fleet plan"}}
+	return &conditions.Readiness{Ready: true, Reason: fleetv1alpha1.ReasonPlanned, Message: s.Message}, approval
 }
 
 // approvalReadiness is a plan's readiness after the verdict on its approval. An approved
@@ -69,13 +105,6 @@ func approvalReadiness(v retirement.ApprovalVerdict) conditions.Readiness {
 // applyingReadiness is an approved plan's readiness until its report is written.
 func applyingReadiness(message string) conditions.Readiness {
 	return conditions.Readiness{Reconciling: true, Reason: fleetv1alpha1.ReasonApplying, Message: message}
-}
-
-// setApplyStatus records an apply report (see recordApply).
-func setApplyStatus(plan *fleetv1alpha1.RetirementPlan, rep retirement.ApplyReport, v retirement.ApplyVerdict, post *fleetv1alpha1.PostApply, now metav1.Time,
-	more ...conditions.Cond) {
-	ready, conds := recordApply(plan, rep, v, post, now)
-	conditions.Record(&plan.Status.Conditions, plan.Generation, ready, append(conds, more...)...)
 }
 
 // recordApply writes an apply report's fields into status and returns the conditions it

@@ -29,6 +29,11 @@ func conditionsOf(p *fleetv1alpha1.RetirementPlan, types ...string) []string {
 	return out
 }
 
+// setPlanStatus records dry run p on plan, planned at at, the way a host plan's step does.
+func setPlanStatus(plan *fleetv1alpha1.RetirementPlan, p retirement.Plan, at time.Time) {
+	nextHostStatus(plan, hostResult{planned: &world{plan: p, plannedAt: at}}, at)
+}
+
 func TestSetPlanStatus(t *testing.T) {
 	plan := &fleetv1alpha1.RetirementPlan{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
 	p := retirement.Plan{Outcome: retirement.OutcomePlanned, RegistryFingerprint: "sha256:r", CandidateFingerprint: "sha256:c",
@@ -105,7 +110,7 @@ func TestSetApplyStatus(t *testing.T) {
 			Spec: fleetv1alpha1.RetirementPlanSpec{Approval: &fleetv1alpha1.RetirementApproval{}}}
 		setPlanStatus(plan, retirement.Plan{Outcome: retirement.OutcomePlanned}, time.Unix(1700000000, 0))
 		plan = approve(plan, judge(func(*retirement.ApprovalFacts) {}))
-		setApplyStatus(plan, tt.rep, retirement.JudgeApply(tt.rep), nil, metav1.Now())
+		nextHostStatus(plan, hostResult{report: &tt.rep}, time.Now())
 		got := conditionsOf(plan, fleetv1alpha1.ReadyCondition, fleetv1alpha1.StalledCondition, fleetv1alpha1.AppliedCondition,
 			fleetv1alpha1.ApprovedCondition, fleetv1alpha1.ReconcilingCondition)
 		if got[0] != tt.ready || got[1] != tt.stalled || got[2] != tt.applied || got[3] != tt.approved || got[4] != "" {

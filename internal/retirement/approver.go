@@ -196,3 +196,19 @@ var DefaultApproverRecheck = Recheck{Rows: 100, Interval: 10 * time.Second}
 func (c Recheck) Due(rows int, elapsed time.Duration) bool {
 	return (c.Rows > 0 && rows >= c.Rows) || (c.Interval > 0 && elapsed >= c.Interval)
 }
+
+// HostIdentities narrows an approval of a fleet plan to one host plan: the approved
+// identities that are that host plan's candidates, sorted.
+func HostIdentities(approved, hostCandidates []string) []string {
+	mine := map[string]bool{}
+	for _, id := range hostCandidates {
+		mine[id] = true
+	}
+	var out []string
+	for _, id := range NormalizeIdentities(approved) {
+		if mine[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}

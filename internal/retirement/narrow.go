@@ -1,7 +1,7 @@
 package retirement
 
-// A host plan's view of its fleet plan: the plan narrowed to the host's rows, and the
-// fleet plan's approval narrowed to the host's candidates.
+// A host plan's view of its fleet plan: the plan narrowed to the host's rows (the fleet
+// plan's approval narrowed to the host's candidates is HostIdentities, approver.go).
 
 // ForHost narrows a plan built over every row of the namespace (with Host the host's
 // own) to the rows of hostID: its candidates, preserved rows, counts and active workflow
@@ -40,21 +40,5 @@ func ForHost(p Plan, rows []Row, hostID string) Plan {
 	out.CandidateCount, out.PreservedCount = len(out.Candidates), len(out.Preserved)
 	out.AssessedCount = out.CandidateCount + out.PreservedCount
 	out.CandidateFingerprint = CandidateFingerprint(candRows, p.CanonicalRepository)
-	return out
-}
-
-// HostIdentities narrows an approval of a fleet plan to one host plan: the approved
-// identities that are that host plan's candidates, sorted.
-func HostIdentities(approved, hostCandidates []string) []string {
-	mine := map[string]bool{}
-	for _, id := range hostCandidates {
-		mine[id] = true
-	}
-	var out []string
-	for _, id := range NormalizeIdentities(approved) {
-		if mine[id] {
-			out = append(out, id)
-		}
-	}
 	return out
 }

@@ -140,14 +140,18 @@ type Resumption struct {
 	Rows      []Row
 	Versions  map[string]string
 	Fresh     Plan
+	// NotResumed, when set, says why the taker may not resume the apply whatever the rows
+	// show (its approval is no longer honoured): the decision then completes the report.
+	NotResumed string
 }
 
 // ResumeDecision is what a takeover may do with the remaining rows of an apply.
 type ResumeDecision struct {
 	// Resumable is false when the apply cannot be resumed (Detail says why): the
-	// takeover then completes the report from the rows instead.
+	// takeover then writes Report, completed from the rows (CompleteInterrupted), instead.
 	Resumable bool
 	Detail    string
+	Report    ApplyReport
 	// Retired are the intended rows the apply retired before the takeover.
 	Retired []string
 	// Retire are the remaining rows to write, in identity order, as freshly read: each
@@ -173,12 +177,11 @@ type ResumeDecision struct {
 // fingerprint of every intended row: without them nothing shows that a row is still the
 // one approved.
 func DecideResume(in Resumption) ResumeDecision {
-	intended := NormalizeIdentities(in.Progress.Intended)
-	for _, id := range intended {
-		if in.Progress.IntendedVersions[id] == "" || in.Progress.IntendedFingerprints[id] == "" {
-			return ResumeDecision{Detail: fmt.Sprintf("the intent records no resourceVersion or fingerprint for %q, so nothing shows the row is still the one approved", id)}
-		}
+	if why := notResumable(in); why != "" {
+		return ResumeDecision{Detail: why, Report: CompleteInterrupted(Interrupted{
+			Progress: in.Progress, Requested: in.Requested, PlanRef: in.PlanRef, Rows: in.Rows, NotResumed: why})}
 	}
+	intended := NormalizeIdentities(in.Progress.Intended)
 	byName := make(map[string]*Row, len(in.Rows))
 	for i := range in.Rows {
 		byName[in.Rows[i].Name] = &in.Rows[i]
@@ -227,6 +230,22 @@ func DecideResume(in Resumption) ResumeDecision {
 	}
 	sortAssessments(d.Preserved)
 	return d
+}
+
+// notResumable says why an apply cannot be resumed before its rows are looked at: the
+// taker's own reason, or an intent that does not record the resourceVersion and
+// fingerprint of every intended row (nothing would show that a row is still the one
+// approved).
+func notResumable(in Resumption) string {
+	if in.NotResumed != "" {
+		return in.NotResumed
+	}
+	for _, id := range NormalizeIdentities(in.Progress.Intended) {
+		if in.Progress.IntendedVersions[id] == "" || in.Progress.IntendedFingerprints[id] == "" {
+			return fmt.Sprintf("the intent records no resourceVersion or fingerprint for %q, so nothing shows the row is still the one approved", id)
+		}
+	}
+	return ""
 }
 
 // SummarizeResume is the report of a resumed apply: the rows retired before the

@@ -1,6 +1,7 @@
 package retirement
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -239,6 +240,26 @@ func TestDecideResume(t *testing.T) {
 		old.Progress.IntendedFingerprints = map[string]string{"a": fps["a"]}
 		if d := DecideResume(old); d.Resumable || len(d.Retire) != 0 {
 			t.Errorf("resumable without fingerprints: %+v", d)
+		}
+	})
+	t.Run("a taker that may not resume completes the report from the rows", func(t *testing.T) {
+		revoked := in
+		revoked.NotResumed = "the approval is no longer honoured (approver lost the verb)"
+		d := DecideResume(revoked)
+		if d.Resumable || len(d.Retire) != 0 || d.Detail != revoked.NotResumed {
+			t.Fatalf("resumed although the taker may not: %+v", d)
+		}
+		want := CompleteInterrupted(Interrupted{Progress: revoked.Progress, Requested: revoked.Requested, PlanRef: ref, Rows: revoked.Rows, NotResumed: revoked.NotResumed})
+		if !reflect.DeepEqual(d.Report, want) {
+			t.Errorf("report = %+v, want the completed one %+v", d.Report, want)
+		}
+		if !d.Report.Recovered || !slices.Equal(d.Report.Retired, []string{"a"}) || !strings.Contains(d.Report.Detail, "approver lost the verb") {
+			t.Errorf("the completed report does not count a, or does not say why: %+v", d.Report)
+		}
+		old := in
+		old.Progress.IntendedVersions = nil
+		if d := DecideResume(old); !d.Report.Recovered || d.Report.Detail == "" {
+			t.Errorf("an intent without versions completes no report: %+v", d.Report)
 		}
 	})
 	t.Run("a row retired by another plan is not counted nor written", func(t *testing.T) {
