@@ -48,8 +48,7 @@ var (
 	resolver *gitearepository.Resolver
 	// gatewayURL is the manager's gateway.
 	gatewayURL string
-	ctx        context.Context
-	cancel     context.CancelFunc
+	ctx        context.Context // the manager's; env.Stop cancels it
 )
 
 func TestGiteaRepository(t *testing.T) {
@@ -58,17 +57,15 @@ func TestGiteaRepository(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	testenv.SetLogger(GinkgoWriter)
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
-	ctx, cancel = context.WithCancel(context.Background())
 	var err error
-	forgeSrv, adminGitea, err = testfleet.StartGitea(ctx)
-	Expect(err).NotTo(HaveOccurred())
-	env, err = testenv.Start()
+	// The manifests hold the fleet-worker ClusterRole.
+	env, ctx, err = testenv.StartSuite(GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
-	Expect(env.InstallManifests(ctx)).To(Succeed()) // the fleet-worker ClusterRole among them
+	forgeSrv, adminGitea, err = testfleet.StartGitea(ctx)
+	Expect(err).NotTo(HaveOccurred())
 	for _, ns := range []string{controllerNamespace, credentialsNamespace} {
 		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
 	}
@@ -112,9 +109,6 @@ var _ = BeforeSuite(func() {
 })
 
 var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	Expect(env.Stop()).To(Succeed())
+	Expect(env.Stop()).To(Succeed()) // also stops the manager
 	testfleet.StopGitea(forgeSrv, CurrentSpecReport().Failed(), "GiteaRepository")
 })

@@ -32,9 +32,8 @@ const hour = time.Hour
 
 var (
 	env       *testenv.Env
-	k8sClient client.Client // cacheless: assertions read the API server directly
-	ctx       context.Context
-	cancel    context.CancelFunc
+	k8sClient client.Client   // cacheless: assertions read the API server directly
+	ctx       context.Context // the manager's; env.Stop cancels it
 	fleet     testworker.Fleet
 )
 
@@ -44,16 +43,12 @@ func TestWorkerRegistration(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	testenv.SetLogger(GinkgoWriter)
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	ctx, cancel = context.WithCancel(context.Background())
-
 	var err error
-	env, err = testenv.Start()
+	env, ctx, err = testenv.StartSuite(GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
-	Expect(env.InstallManifests(ctx)).To(Succeed())
 
 	facts, err := testenv.HostFacts(testHostID)
 	Expect(err).NotTo(HaveOccurred())
@@ -77,10 +72,7 @@ var _ = BeforeSuite(func() {
 })
 
 var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	Expect(env.Stop()).To(Succeed())
+	Expect(env.Stop()).To(Succeed()) // also stops the manager
 })
 
 func newNamespace() string {

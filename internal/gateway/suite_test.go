@@ -52,11 +52,10 @@ var (
 
 	env       *testenv.Env
 	k8s       client.WithWatch
-	ctx       context.Context
-	cancel    context.CancelFunc
-	nsMain    string // claims here are reconciled by the manager
-	nsDirect  string // claims here are written by hand (forged capabilities)
-	credsNS   string // the gateway's credentials namespace
+	ctx       context.Context // the manager's; env.Stop cancels it
+	nsMain    string          // claims here are reconciled by the manager
+	nsDirect  string          // claims here are written by hand (forged capabilities)
+	credsNS   string          // the gateway's credentials namespace
 	hostFacts liveness.HostFacts
 	selfStart int64
 
@@ -86,13 +85,16 @@ func TestGateway(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	testenv.SetLogger(GinkgoWriter)
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	ctx, cancel = context.WithCancel(context.Background())
+
+	By("starting envtest")
+	var err error
+	env, ctx, err = testenv.StartSuite(GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred())
+	k8s = env.Client
 
 	By("starting Gitea")
-	var err error
 	srv, gc, err = testfleet.StartGitea(ctx)
 	DeferCleanup(stopGitea)
 	Expect(err).NotTo(HaveOccurred(), "the gateway suite needs a real Gitea; it does not skip without one")
@@ -110,11 +112,6 @@ var _ = BeforeSuite(func() {
 	Expect(srv.AddCollaborator(ctx, repo, human.login)).To(Succeed())
 	Expect(srv.ProtectBranch(ctx, repo, "main", srv.AdminLogin)).To(Succeed())
 
-	By("starting envtest")
-	env, err = testenv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	k8s = env.Client
-	Expect(env.InstallManifests(ctx)).To(Succeed())
 	nsMain, nsDirect, credsNS = "gw-"+suffix, "gw-direct-"+suffix, "gw-creds-"+suffix
 	for _, ns := range []string{nsMain, nsDirect, credsNS} {
 		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
@@ -178,10 +175,7 @@ var _ = AfterEach(func() {
 })
 
 var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	Expect(env.Stop()).To(Succeed())
+	Expect(env.Stop()).To(Succeed()) // also stops the manager
 })
 
 func stopGitea() { testfleet.StopGitea(srv, anyFailed || CurrentSpecReport().Failed(), "gateway") }
