@@ -71,8 +71,7 @@ var (
 	hostFacts liveness.HostFacts
 	selfStart int64 // start time of this test process (its registrations point at it)
 
-	anyFailed bool
-	began     = time.Now()
+	began = time.Now()
 )
 
 // gitUser is a Gitea account and its token.
@@ -144,19 +143,8 @@ var _ = BeforeSuite(func() {
 	timing("manager", time.Since(t0))
 })
 
-// The pull requests a spec left open are closed after its own cleanups; an ordered
-// container's, after the next spec outside one (testfleet.ClosePulls says why).
-var _ = BeforeEach(func() {
-	if !CurrentSpecReport().IsInOrderedContainer {
-		DeferCleanup(testfleet.ClosePulls, srv, repo)
-	}
-})
-
-var _ = AfterEach(func() {
-	if CurrentSpecReport().Failed() {
-		anyFailed = true
-	}
-})
+// failures: the pull requests a spec left open are closed after it (testfleet.SpecHooks).
+var failures = testfleet.SpecHooks(func() (*testgitea.Server, string) { return srv, repo })
 
 var _ = AfterSuite(func() {
 	Expect(env.Stop()).To(Succeed()) // also stops the manager
@@ -164,7 +152,7 @@ var _ = AfterSuite(func() {
 })
 
 // stopGitea stops a Gitea this suite started (keeping its run directory after failures).
-func stopGitea() { testfleet.StopGitea(srv, anyFailed || CurrentSpecReport().Failed(), "taskclaim") }
+func stopGitea() { testfleet.StopGitea(srv, failures.Any(), "taskclaim") }
 
 // seedGitea creates the repository owner, a human reviewer, the controller's repository,
 // a second repository, and the "blocked" label.

@@ -53,7 +53,6 @@ var (
 	repo       string
 	ownerToken string
 	suffix     string
-	anyFailed  bool
 )
 
 // TestMain lets this binary double as the helper `kubectl fleet run` starts.
@@ -137,11 +136,7 @@ var _ = BeforeSuite(func() {
 
 	By("starting Gitea")
 	srv, err = testgitea.Start(ctx)
-	DeferCleanup(func() {
-		if srv != nil && srv.Started() {
-			_ = srv.Stop(anyFailed)
-		}
-	})
+	DeferCleanup(stopGitea) // also stops a half-started server
 	Expect(err).NotTo(HaveOccurred(), "the kubectl-fleet suite needs a real Gitea; it does not skip without one")
 	suffix = testgitea.RandomHex(3)
 	ownerToken, err = srv.CreateUser(ctx, "owner-"+suffix)
@@ -191,23 +186,15 @@ var _ = BeforeSuite(func() {
 // agentNamespace holds the hosts' coordination Leases in this suite.
 const agentNamespace = "fleet-system"
 
-// The pull requests a spec left open are closed after its own cleanups; an ordered
-// container's, after the next spec outside one (testfleet.ClosePulls says why).
-var _ = BeforeEach(func() {
-	if !CurrentSpecReport().IsInOrderedContainer {
-		DeferCleanup(testfleet.ClosePulls, srv, repo)
-	}
-})
-
-var _ = AfterEach(func() {
-	if CurrentSpecReport().Failed() {
-		anyFailed = true
-	}
-})
+// failures: the pull requests a spec left open are closed after it (testfleet.SpecHooks).
+var failures = testfleet.SpecHooks(func() (*testgitea.Server, string) { return srv, repo })
 
 var _ = AfterSuite(func() {
 	Expect(env.Stop()).To(Succeed()) // also stops the manager
 })
+
+// stopGitea stops the suite's Gitea (keeping its run directory after failures).
+func stopGitea() { testfleet.StopGitea(srv, failures.Any(), "kubectl-fleet") }
 
 // writeKubeconfig writes the administrator's kubeconfig for the commands.
 func writeKubeconfig() string {

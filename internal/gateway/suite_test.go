@@ -64,8 +64,6 @@ var (
 	gw         *gateway.Gateway
 	recorder   events.EventRecorder
 	apiReader  client.Reader
-
-	anyFailed bool
 )
 
 type gitUser struct{ login, token string }
@@ -160,25 +158,14 @@ var _ = BeforeSuite(func() {
 	}).Should(Succeed())
 })
 
-// The pull requests a spec left open are closed after its own cleanups; an ordered
-// container's, after the next spec outside one (testfleet.ClosePulls says why).
-var _ = BeforeEach(func() {
-	if !CurrentSpecReport().IsInOrderedContainer {
-		DeferCleanup(testfleet.ClosePulls, srv, repo)
-	}
-})
-
-var _ = AfterEach(func() {
-	if CurrentSpecReport().Failed() {
-		anyFailed = true
-	}
-})
+// failures: the pull requests a spec left open are closed after it (testfleet.SpecHooks).
+var failures = testfleet.SpecHooks(func() (*testgitea.Server, string) { return srv, repo })
 
 var _ = AfterSuite(func() {
 	Expect(env.Stop()).To(Succeed()) // also stops the manager
 })
 
-func stopGitea() { testfleet.StopGitea(srv, anyFailed || CurrentSpecReport().Failed(), "gateway") }
+func stopGitea() { testfleet.StopGitea(srv, failures.Any(), "gateway") }
 
 func freeAddr() string {
 	GinkgoHelper()

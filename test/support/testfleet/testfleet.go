@@ -1,8 +1,9 @@
 // Package testfleet is what the suites that run task claims share: the Gitea they start
 // and stop, the manager they wire the way cmd/setup.go wires the shipped one, the live
-// workers they register, and the targets they claim. Each suite keeps its own variables
-// and its own flavour of worker (a Gitea account with a write token, or one that reaches
-// Gitea only through the gateway); what every suite does alike lives here, once.
+// workers they register, the targets they claim, and the Ginkgo nodes they run around
+// each spec (SpecHooks; only Ginkgo suites import this package). Each suite keeps its own
+// variables and its own flavour of worker (a Gitea account with a write token, or one that
+// reaches Gitea only through the gateway); what every suite does alike lives here, once.
 package testfleet
 
 import (
