@@ -2,14 +2,11 @@ package gitearepository_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -66,15 +63,11 @@ var _ = BeforeSuite(func() {
 	k8sClient = env.Client
 	forgeSrv, adminGitea, err = testfleet.StartGitea(ctx)
 	Expect(err).NotTo(HaveOccurred())
-	for _, ns := range []string{controllerNamespace, credentialsNamespace} {
-		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	}
+	Expect(env.CreateNamespaces(ctx, controllerNamespace, credentialsNamespace)).To(Succeed())
 
 	mgr, err := env.NewManager(ctrl.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	hostFacts, err = testenv.HostFacts("gitea-suite-host")
-	Expect(err).NotTo(HaveOccurred())
-	selfStart, err = liveness.ProcessStartTime("", int64(os.Getpid()))
+	hostFacts, selfStart, err = testfleet.ThisProcess("gitea-suite-host")
 	Expect(err).NotTo(HaveOccurred())
 	dialer := &giteaserver.Dialer{Reader: mgr.GetAPIReader(), Namespace: controllerNamespace}
 	// The manager decides TaskClaims in GiteaRepositories only, as one started without

@@ -19,8 +19,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -108,13 +106,8 @@ var _ = BeforeSuite(func() {
 
 	t0 = time.Now()
 	nsMain, nsDirect = "claims-"+suffix, "direct-"+suffix
-	for _, ns := range []string{nsMain, nsDirect} {
-		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	}
-
-	hostFacts, err = testenv.HostFacts(testHostID)
-	Expect(err).NotTo(HaveOccurred())
-	selfStart, err = liveness.ProcessStartTime("", int64(os.Getpid()))
+	Expect(env.CreateNamespaces(ctx, nsMain, nsDirect)).To(Succeed())
+	hostFacts, selfStart, err = testfleet.ThisProcess(testHostID)
 	Expect(err).NotTo(HaveOccurred())
 
 	By("starting the manager: TaskClaim and WorkerRegistration reconcilers")

@@ -17,8 +17,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -111,12 +109,8 @@ var _ = BeforeSuite(func() {
 	Expect(srv.ProtectBranch(ctx, repo, "main", srv.AdminLogin)).To(Succeed())
 
 	nsMain, nsDirect, credsNS = "gw-"+suffix, "gw-direct-"+suffix, "gw-creds-"+suffix
-	for _, ns := range []string{nsMain, nsDirect, credsNS} {
-		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	}
-	hostFacts, err = testenv.HostFacts(testHostID)
-	Expect(err).NotTo(HaveOccurred())
-	selfStart, err = liveness.ProcessStartTime("", int64(os.Getpid()))
+	Expect(env.CreateNamespaces(ctx, nsMain, nsDirect, credsNS)).To(Succeed())
+	hostFacts, selfStart, err = testfleet.ThisProcess(testHostID)
 	Expect(err).NotTo(HaveOccurred())
 
 	By("starting the manager: reconcilers, the gateway and HTTPS metrics")

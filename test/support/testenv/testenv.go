@@ -147,6 +147,16 @@ func (e *Env) NewNamespace(ctx context.Context, prefix string) (string, error) {
 	return ns.Name, nil
 }
 
+// CreateNamespaces creates the namespaces named names.
+func (e *Env) CreateNamespaces(ctx context.Context, names ...string) error {
+	for _, name := range names {
+		if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			return fmt.Errorf("creating namespace %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // NewScheme returns a scheme with the client-go and fleet types.
 func NewScheme() (*runtime.Scheme, error) {
 	s := runtime.NewScheme()

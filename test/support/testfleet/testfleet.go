@@ -139,6 +139,18 @@ func Wire(mgr manager.Manager, w Wiring) (hostagent.Elections, error) {
 	return elections, r.SetupWithManager(mgr)
 }
 
+// ThisProcess is this host's facts (testenv.HostFacts, hostID standing in for
+// /etc/machine-id) and the start time of this test process: what a WorkerSpec's Host and
+// StartTime take, so that the registrations point at the test binary.
+func ThisProcess(hostID string) (liveness.HostFacts, int64, error) {
+	facts, err := testenv.HostFacts(hostID)
+	if err != nil {
+		return facts, 0, err
+	}
+	start, err := liveness.ProcessStartTime("", int64(os.Getpid()))
+	return facts, start, err
+}
+
 // Worker is a registered fleet worker: a ServiceAccount (its Kubernetes identity) and a
 // WorkerRegistration of the same name whose process is the test binary.
 type Worker struct {
