@@ -42,9 +42,7 @@ type served struct {
 func serve(ns, server string) served {
 	GinkgoHelper()
 	full, id := giteaRepo(true)
-	n, err := forgeSrv.CreateIssue(ctx, forgeSrv.Token, full, "the first task", "Task: the first task\n")
-	Expect(err).NotTo(HaveOccurred())
-	Expect(n).To(Equal(int64(1)))
+	Expect(testfleet.NewIssue(ctx, forgeSrv, forgeSrv.Token, full, "the first task")).To(Equal(int64(1)))
 	r := newRepository(ns, server, full)
 	Eventually(readyOf(r)).Should(HaveField("Reason", fleetv1alpha1.ReasonRepositoryResolved))
 	Expect(getRepo(r).Status.RuleSetDigest).To(Equal(claim.RuleSetDigest()), "the check published the rule set in force")

@@ -156,9 +156,7 @@ var _ = Describe("The gateway over GiteaRepositories on two Gitea servers", Orde
 		Expect(err).NotTo(HaveOccurred())
 		Expect(full).To(Equal(twin), "the same owner/name on both servers")
 		Expect(f.srv.ProtectBranch(ctx, full, "main", f.srv.AdminLogin)).To(Succeed())
-		n, err := f.srv.CreateIssue(ctx, f.srv.Token, full, f.issue, "Task: "+f.issue+"\n")
-		Expect(err).NotTo(HaveOccurred())
-		Expect(n).To(Equal(int64(1)))
+		Expect(testfleet.NewIssue(ctx, f.srv, f.srv.Token, full, f.issue)).To(Equal(int64(1)))
 	}
 	register := func(ns, identity, repo string) *gwWorker {
 		GinkgoHelper()

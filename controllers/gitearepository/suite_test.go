@@ -2,14 +2,11 @@ package gitearepository_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -48,8 +45,7 @@ var (
 	resolver *gitearepository.Resolver
 	// gatewayURL is the manager's gateway.
 	gatewayURL string
-	ctx        context.Context
-	cancel     context.CancelFunc
+	ctx        context.Context // the manager's; env.Stop cancels it
 )
 
 func TestGiteaRepository(t *testing.T) {
@@ -58,26 +54,20 @@ func TestGiteaRepository(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	testenv.SetLogger(GinkgoWriter)
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
-	ctx, cancel = context.WithCancel(context.Background())
 	var err error
-	forgeSrv, adminGitea, err = testfleet.StartGitea(ctx)
-	Expect(err).NotTo(HaveOccurred())
-	env, err = testenv.Start()
+	// The manifests hold the fleet-worker ClusterRole.
+	env, ctx, err = testenv.StartSuite(GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
-	Expect(env.InstallManifests(ctx)).To(Succeed()) // the fleet-worker ClusterRole among them
-	for _, ns := range []string{controllerNamespace, credentialsNamespace} {
-		Expect(k8sClient.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	}
+	forgeSrv, adminGitea, err = testfleet.StartGitea(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(env.CreateNamespaces(ctx, controllerNamespace, credentialsNamespace)).To(Succeed())
 
 	mgr, err := env.NewManager(ctrl.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	hostFacts, err = testenv.HostFacts("gitea-suite-host")
-	Expect(err).NotTo(HaveOccurred())
-	selfStart, err = liveness.ProcessStartTime("", int64(os.Getpid()))
+	hostFacts, selfStart, err = testfleet.ThisProcess("gitea-suite-host")
 	Expect(err).NotTo(HaveOccurred())
 	dialer := &giteaserver.Dialer{Reader: mgr.GetAPIReader(), Namespace: controllerNamespace}
 	// The manager decides TaskClaims in GiteaRepositories only, as one started without
@@ -112,9 +102,6 @@ var _ = BeforeSuite(func() {
 })
 
 var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	Expect(env.Stop()).To(Succeed())
+	Expect(env.Stop()).To(Succeed()) // also stops the manager
 	testfleet.StopGitea(forgeSrv, CurrentSpecReport().Failed(), "GiteaRepository")
 })

@@ -9,7 +9,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -67,9 +66,8 @@ const unclassifiedLabel = "fleet-test/unclassified"
 
 var (
 	env       *testenv.Env
-	k8sClient client.Client // cacheless: assertions read the API server directly
-	ctx       context.Context
-	cancel    context.CancelFunc
+	k8sClient client.Client   // cacheless: assertions read the API server directly
+	ctx       context.Context // the managers'; env.Stop cancels it
 	prober    *liveness.ProcProber
 	host      retirement.Host
 	fleet     testworker.Fleet
@@ -95,27 +93,17 @@ func TestRetirementPlan(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	testenv.SetLogger(GinkgoWriter)
 	// Generous: the suite runs next to other packages' suites, and a live fleet of 50
 	// heartbeating workers loads a 2-core machine. Only failures wait this long.
 	SetDefaultEventuallyTimeout(2 * time.Minute)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	ctx, cancel = context.WithCancel(context.Background())
-
 	var err error
-	env, err = testenv.Start()
+	env, ctx, err = testenv.StartSuite(GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
-	Expect(env.InstallManifests(ctx)).To(Succeed())
-	// The controller honours only approvals of plans created a little after the guarding
-	// admission policy was last written (retirement.ApprovalGuardSettle).
-	time.Sleep(retirement.ApprovalGuardSettle + time.Second)
-	// The GitOps tool's identity: bound cluster-wide to the (otherwise unbound) approver role.
-	Expect(k8sClient.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "test-gitops-approver"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "fleet-retirement-approver"},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: gitopsUser}},
-	})).To(Succeed())
+	// The GitOps tool's identity: bound cluster-wide to the (otherwise unbound) approver
+	// role, once the controller honours approvals of new plans.
+	Expect(env.AllowApprovals(ctx, gitopsUser)).To(Succeed())
 
 	facts, err := testenv.HostFacts(testHostID)
 	Expect(err).NotTo(HaveOccurred())
@@ -179,10 +167,7 @@ func startManager(ctx context.Context, facts liveness.HostFacts, suffix string) 
 }
 
 var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	Expect(env.Stop()).To(Succeed())
+	Expect(env.Stop()).To(Succeed()) // also stops the managers
 })
 
 // newPlanReconciler wires a RetirementPlan reconciler against the real API server: c

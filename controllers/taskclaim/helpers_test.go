@@ -113,18 +113,13 @@ func pullTarget(pr testgitea.PullRequest) fleetv1alpha1.TaskTarget {
 // newIssue opens an issue in the controller's repository as the repository owner.
 func newIssue(title string) int64 {
 	GinkgoHelper()
-	n, err := srv.CreateIssue(ctx, ownerToken, repo, title, "Task: "+title+"\n")
-	Expect(err).NotTo(HaveOccurred())
-	return n
+	return testfleet.NewIssue(ctx, srv, ownerToken, repo, title)
 }
 
 // newPull opens a pull request as u (its author and only pusher so far).
 func newPull(u gitUser, title string) testgitea.PullRequest {
 	GinkgoHelper()
-	pr, err := srv.CreatePull(ctx, u.token, repo, title)
-	Expect(err).NotTo(HaveOccurred())
-	waitHead(pr.Number, pr.HeadSHA)
-	return pr
+	return testfleet.NewPull(ctx, srv, u.token, repo, title)
 }
 
 // push commits a new file to the pull request's branch as u and waits until Gitea shows
@@ -146,8 +141,7 @@ func moveMain() {
 
 func waitHead(number int64, sha string) {
 	GinkgoHelper()
-	Eventually(func() (string, error) { return srv.PullHead(ctx, repo, number) }).Should(Equal(sha),
-		"pull request #%d head never became %s", number, sha)
+	testfleet.WaitHead(ctx, srv, repo, number, sha)
 }
 
 // readRecord returns the claim record in the target's body.

@@ -19,8 +19,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -64,16 +62,14 @@ var (
 	// Kubernetes.
 	env       *testenv.Env
 	k8s       client.WithWatch // cacheless admin client: assertions read the API server
-	ctx       context.Context
-	cancel    context.CancelFunc
-	nsMain    string // claims here are reconciled by the manager
-	nsDirect  string // claims here are reconciled only by hand (Reconcile calls)
+	ctx       context.Context  // the manager's; env.Stop cancels it
+	nsMain    string           // claims here are reconciled by the manager
+	nsDirect  string           // claims here are reconciled only by hand (Reconcile calls)
 	recorder  events.EventRecorder
 	hostFacts liveness.HostFacts
 	selfStart int64 // start time of this test process (its registrations point at it)
 
-	anyFailed bool
-	began     = time.Now()
+	began = time.Now()
 )
 
 // gitUser is a Gitea account and its token.
@@ -87,36 +83,31 @@ func TestTaskClaims(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	testenv.SetLogger(GinkgoWriter)
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	SetDefaultConsistentlyDuration(3 * time.Second)
 	SetDefaultConsistentlyPollingInterval(200 * time.Millisecond)
-	ctx, cancel = context.WithCancel(context.Background())
 
-	By("starting Gitea (GITEA_URL/GITEA_TOKEN, or hack/gitea.sh on a free port)")
+	By("starting envtest and installing CRDs, RBAC and admission policies")
 	t0 := time.Now()
 	var err error
+	env, ctx, err = testenv.StartSuite(GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred())
+	k8s = env.Client
+	timing("envtest", time.Since(t0))
+
+	By("starting Gitea (GITEA_URL/GITEA_TOKEN, or hack/gitea.sh on a free port)")
+	t0 = time.Now()
 	srv, gc, err = testfleet.StartGitea(ctx)
 	DeferCleanup(stopGitea) // also stops a half-started server
 	Expect(err).NotTo(HaveOccurred(), "the TaskClaim suite needs a real Gitea; it does not skip without one")
 	seedGitea()
 	timing("gitea", time.Since(t0))
 
-	By("starting envtest and installing CRDs, RBAC and admission policies")
 	t0 = time.Now()
-	env, err = testenv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	k8s = env.Client
-	Expect(env.InstallManifests(ctx)).To(Succeed())
 	nsMain, nsDirect = "claims-"+suffix, "direct-"+suffix
-	for _, ns := range []string{nsMain, nsDirect} {
-		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	}
-
-	hostFacts, err = testenv.HostFacts(testHostID)
-	Expect(err).NotTo(HaveOccurred())
-	selfStart, err = liveness.ProcessStartTime("", int64(os.Getpid()))
+	Expect(env.CreateNamespaces(ctx, nsMain, nsDirect)).To(Succeed())
+	hostFacts, selfStart, err = testfleet.ThisProcess(testHostID)
 	Expect(err).NotTo(HaveOccurred())
 
 	By("starting the manager: TaskClaim and WorkerRegistration reconcilers")
@@ -142,33 +133,19 @@ var _ = BeforeSuite(func() {
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
 	Eventually(elections.Held, time.Minute).Should(BeTrue(), "the manager is its host's agent and the fleet coordinator")
-	timing("envtest+manager", time.Since(t0))
+	timing("manager", time.Since(t0))
 })
 
-// The pull requests a spec left open are closed after its own cleanups; an ordered
-// container's, after the next spec outside one (testfleet.ClosePulls says why).
-var _ = BeforeEach(func() {
-	if !CurrentSpecReport().IsInOrderedContainer {
-		DeferCleanup(testfleet.ClosePulls, srv, repo)
-	}
-})
-
-var _ = AfterEach(func() {
-	if CurrentSpecReport().Failed() {
-		anyFailed = true
-	}
-})
+// failures: the pull requests a spec left open are closed after it (testfleet.SpecHooks).
+var failures = testfleet.SpecHooks(func() (*testgitea.Server, string) { return srv, repo })
 
 var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	Expect(env.Stop()).To(Succeed())
+	Expect(env.Stop()).To(Succeed()) // also stops the manager
 	timing("suite", time.Since(began))
 })
 
 // stopGitea stops a Gitea this suite started (keeping its run directory after failures).
-func stopGitea() { testfleet.StopGitea(srv, anyFailed || CurrentSpecReport().Failed(), "taskclaim") }
+func stopGitea() { testfleet.StopGitea(srv, failures.Any(), "taskclaim") }
 
 // seedGitea creates the repository owner, a human reviewer, the controller's repository,
 // a second repository, and the "blocked" label.

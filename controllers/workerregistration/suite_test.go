@@ -7,16 +7,13 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
-	"github.com/giteatools/fleet-controller/controllers/workerregistration"
-	"github.com/giteatools/fleet-controller/internal/hostagent"
-	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/retirement"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
+	"github.com/giteatools/fleet-controller/test/support/testfleet"
 	"github.com/giteatools/fleet-controller/test/support/testworker"
 )
 
@@ -32,9 +29,8 @@ const hour = time.Hour
 
 var (
 	env       *testenv.Env
-	k8sClient client.Client // cacheless: assertions read the API server directly
-	ctx       context.Context
-	cancel    context.CancelFunc
+	k8sClient client.Client   // cacheless: assertions read the API server directly
+	ctx       context.Context // the manager's; env.Stop cancels it
 	fleet     testworker.Fleet
 )
 
@@ -44,16 +40,12 @@ func TestWorkerRegistration(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	testenv.SetLogger(GinkgoWriter)
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	ctx, cancel = context.WithCancel(context.Background())
-
 	var err error
-	env, err = testenv.Start()
+	env, ctx, err = testenv.StartSuite(GinkgoWriter)
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
-	Expect(env.InstallManifests(ctx)).To(Succeed())
 
 	facts, err := testenv.HostFacts(testHostID)
 	Expect(err).NotTo(HaveOccurred())
@@ -61,14 +53,10 @@ var _ = BeforeSuite(func() {
 
 	mgr, err := env.NewManager(ctrl.Options{})
 	Expect(err).NotTo(HaveOccurred())
-	elections, err := hostagent.Campaign(mgr, agentNamespace, facts.HostID, testenv.AgentTimings)
+	// This host's agent and the fleet coordinator, and the WorkerRegistration reconciler,
+	// as cmd/setup.go runs them.
+	elections, err := testfleet.Wire(mgr, testfleet.Wiring{Host: facts, AgentNamespace: agentNamespace})
 	Expect(err).NotTo(HaveOccurred())
-	agent := elections.Host
-	Expect((&workerregistration.Reconciler{
-		Client: mgr.GetClient(), Prober: &liveness.ProcProber{Facts: facts}, Clock: clock.RealClock{},
-		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
-		Agent:    agent, Coordinator: elections.Coordinator, AgentNamespace: agentNamespace,
-	}).SetupWithManager(mgr)).To(Succeed())
 	go func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
@@ -77,10 +65,7 @@ var _ = BeforeSuite(func() {
 })
 
 var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	Expect(env.Stop()).To(Succeed())
+	Expect(env.Stop()).To(Succeed()) // also stops the manager
 })
 
 func newNamespace() string {

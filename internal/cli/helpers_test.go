@@ -14,6 +14,7 @@ import (
 	"github.com/giteatools/fleet-controller/internal/cli"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/test/support/testenv"
+	"github.com/giteatools/fleet-controller/test/support/testfleet"
 )
 
 // child is a real process on this host.
@@ -121,9 +122,8 @@ func claimsOf(ns string) []fleetv1alpha1.TaskClaim {
 	return list.Items
 }
 
+// newIssue opens an issue in the controller's repository as the repository owner.
 func newIssue(title string) int64 {
 	GinkgoHelper()
-	n, err := srv.CreateIssue(ctx, ownerToken, repo, title, "Task: "+title+"\n")
-	Expect(err).NotTo(HaveOccurred())
-	return n
+	return testfleet.NewIssue(ctx, srv, ownerToken, repo, title)
 }

@@ -19,8 +19,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -49,14 +47,12 @@ const gitopsUser = "gitops"
 var (
 	env        *testenv.Env
 	k8s        client.WithWatch
-	ctx        context.Context
-	cancel     context.CancelFunc
+	ctx        context.Context // the manager's; env.Stop cancels it
 	kubeconfig string
 	srv        *testgitea.Server
 	repo       string
 	ownerToken string
 	suffix     string
-	anyFailed  bool
 )
 
 // TestMain lets this binary double as the helper `kubectl fleet run` starts.
@@ -122,42 +118,31 @@ func copySelf() (string, error) {
 }
 
 var _ = BeforeSuite(func() {
-	testenv.SetLogger(GinkgoWriter)
 	var copyErr error
 	selfBinary, copyErr = copySelf()
 	Expect(copyErr).NotTo(HaveOccurred())
 	DeferCleanup(func() { _ = os.RemoveAll(filepath.Dir(selfBinary)) })
 	SetDefaultEventuallyTimeout(60 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	ctx, cancel = context.WithCancel(context.Background())
+
+	By("starting envtest with the CRDs, RBAC and admission policies")
+	var err error
+	env, ctx, err = testenv.StartSuite(GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred())
+	k8s = env.Client
+	// gitopsUser, once the controller honours approvals of new plans.
+	Expect(env.AllowApprovals(ctx, gitopsUser)).To(Succeed())
+	kubeconfig = writeKubeconfig()
 
 	By("starting Gitea")
-	var err error
 	srv, err = testgitea.Start(ctx)
-	DeferCleanup(func() {
-		if srv != nil && srv.Started() {
-			_ = srv.Stop(anyFailed)
-		}
-	})
+	DeferCleanup(stopGitea) // also stops a half-started server
 	Expect(err).NotTo(HaveOccurred(), "the kubectl-fleet suite needs a real Gitea; it does not skip without one")
 	suffix = testgitea.RandomHex(3)
 	ownerToken, err = srv.CreateUser(ctx, "owner-"+suffix)
 	Expect(err).NotTo(HaveOccurred())
 	repo, err = srv.CreateRepo(ctx, ownerToken, "fleet-"+suffix)
 	Expect(err).NotTo(HaveOccurred())
-
-	By("starting envtest with the CRDs, RBAC and admission policies")
-	env, err = testenv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	k8s = env.Client
-	Expect(env.InstallManifests(ctx)).To(Succeed())
-	time.Sleep(retirement.ApprovalGuardSettle + time.Second)
-	Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "test-gitops-approver"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleet-retirement-approver"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: gitopsUser}},
-	})).To(Succeed())
-	kubeconfig = writeKubeconfig()
 
 	By("starting the manager as cmd/setup.go wires it")
 	facts, err := testenv.HostFacts(testHostID)
@@ -201,26 +186,15 @@ var _ = BeforeSuite(func() {
 // agentNamespace holds the hosts' coordination Leases in this suite.
 const agentNamespace = "fleet-system"
 
-// The pull requests a spec left open are closed after its own cleanups; an ordered
-// container's, after the next spec outside one (testfleet.ClosePulls says why).
-var _ = BeforeEach(func() {
-	if !CurrentSpecReport().IsInOrderedContainer {
-		DeferCleanup(testfleet.ClosePulls, srv, repo)
-	}
-})
-
-var _ = AfterEach(func() {
-	if CurrentSpecReport().Failed() {
-		anyFailed = true
-	}
-})
+// failures: the pull requests a spec left open are closed after it (testfleet.SpecHooks).
+var failures = testfleet.SpecHooks(func() (*testgitea.Server, string) { return srv, repo })
 
 var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	Expect(env.Stop()).To(Succeed())
+	Expect(env.Stop()).To(Succeed()) // also stops the manager
 })
+
+// stopGitea stops the suite's Gitea (keeping its run directory after failures).
+func stopGitea() { testfleet.StopGitea(srv, failures.Any(), "kubectl-fleet") }
 
 // writeKubeconfig writes the administrator's kubeconfig for the commands.
 func writeKubeconfig() string {

@@ -102,19 +102,16 @@ func pullTarget(pr testgitea.PullRequest) fleetv1alpha1.TaskTarget {
 	return testfleet.PullTarget(repo, pr)
 }
 
+// newIssue opens an issue in the gateway's repository as the repository owner.
 func newIssue(title string) int64 {
 	GinkgoHelper()
-	n, err := srv.CreateIssue(ctx, ownerToken, repo, title, "Task: "+title+"\n")
-	Expect(err).NotTo(HaveOccurred())
-	return n
+	return testfleet.NewIssue(ctx, srv, ownerToken, repo, title)
 }
 
+// newPull opens a pull request as the user of token and waits until Gitea shows its head.
 func newPull(token, title string) testgitea.PullRequest {
 	GinkgoHelper()
-	pr, err := srv.CreatePull(ctx, token, repo, title)
-	Expect(err).NotTo(HaveOccurred())
-	Eventually(func() (string, error) { return srv.PullHead(ctx, repo, pr.Number) }).Should(Equal(pr.HeadSHA))
-	return pr
+	return testfleet.NewPull(ctx, srv, token, repo, title)
 }
 
 func (w *worker) claim(t fleetv1alpha1.TaskTarget) *fleetv1alpha1.TaskClaim {

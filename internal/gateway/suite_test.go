@@ -17,8 +17,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -52,11 +50,10 @@ var (
 
 	env       *testenv.Env
 	k8s       client.WithWatch
-	ctx       context.Context
-	cancel    context.CancelFunc
-	nsMain    string // claims here are reconciled by the manager
-	nsDirect  string // claims here are written by hand (forged capabilities)
-	credsNS   string // the gateway's credentials namespace
+	ctx       context.Context // the manager's; env.Stop cancels it
+	nsMain    string          // claims here are reconciled by the manager
+	nsDirect  string          // claims here are written by hand (forged capabilities)
+	credsNS   string          // the gateway's credentials namespace
 	hostFacts liveness.HostFacts
 	selfStart int64
 
@@ -65,8 +62,6 @@ var (
 	gw         *gateway.Gateway
 	recorder   events.EventRecorder
 	apiReader  client.Reader
-
-	anyFailed bool
 )
 
 type gitUser struct{ login, token string }
@@ -86,13 +81,16 @@ func TestGateway(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	testenv.SetLogger(GinkgoWriter)
 	SetDefaultEventuallyTimeout(30 * time.Second)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	ctx, cancel = context.WithCancel(context.Background())
+
+	By("starting envtest")
+	var err error
+	env, ctx, err = testenv.StartSuite(GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred())
+	k8s = env.Client
 
 	By("starting Gitea")
-	var err error
 	srv, gc, err = testfleet.StartGitea(ctx)
 	DeferCleanup(stopGitea)
 	Expect(err).NotTo(HaveOccurred(), "the gateway suite needs a real Gitea; it does not skip without one")
@@ -110,18 +108,9 @@ var _ = BeforeSuite(func() {
 	Expect(srv.AddCollaborator(ctx, repo, human.login)).To(Succeed())
 	Expect(srv.ProtectBranch(ctx, repo, "main", srv.AdminLogin)).To(Succeed())
 
-	By("starting envtest")
-	env, err = testenv.Start()
-	Expect(err).NotTo(HaveOccurred())
-	k8s = env.Client
-	Expect(env.InstallManifests(ctx)).To(Succeed())
 	nsMain, nsDirect, credsNS = "gw-"+suffix, "gw-direct-"+suffix, "gw-creds-"+suffix
-	for _, ns := range []string{nsMain, nsDirect, credsNS} {
-		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	}
-	hostFacts, err = testenv.HostFacts(testHostID)
-	Expect(err).NotTo(HaveOccurred())
-	selfStart, err = liveness.ProcessStartTime("", int64(os.Getpid()))
+	Expect(env.CreateNamespaces(ctx, nsMain, nsDirect, credsNS)).To(Succeed())
+	hostFacts, selfStart, err = testfleet.ThisProcess(testHostID)
 	Expect(err).NotTo(HaveOccurred())
 
 	By("starting the manager: reconcilers, the gateway and HTTPS metrics")
@@ -163,28 +152,14 @@ var _ = BeforeSuite(func() {
 	}).Should(Succeed())
 })
 
-// The pull requests a spec left open are closed after its own cleanups; an ordered
-// container's, after the next spec outside one (testfleet.ClosePulls says why).
-var _ = BeforeEach(func() {
-	if !CurrentSpecReport().IsInOrderedContainer {
-		DeferCleanup(testfleet.ClosePulls, srv, repo)
-	}
-})
-
-var _ = AfterEach(func() {
-	if CurrentSpecReport().Failed() {
-		anyFailed = true
-	}
-})
+// failures: the pull requests a spec left open are closed after it (testfleet.SpecHooks).
+var failures = testfleet.SpecHooks(func() (*testgitea.Server, string) { return srv, repo })
 
 var _ = AfterSuite(func() {
-	if cancel != nil {
-		cancel()
-	}
-	Expect(env.Stop()).To(Succeed())
+	Expect(env.Stop()).To(Succeed()) // also stops the manager
 })
 
-func stopGitea() { testfleet.StopGitea(srv, anyFailed || CurrentSpecReport().Failed(), "gateway") }
+func stopGitea() { testfleet.StopGitea(srv, failures.Any(), "gateway") }
 
 func freeAddr() string {
 	GinkgoHelper()

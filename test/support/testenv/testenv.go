@@ -57,6 +57,9 @@ type Env struct {
 	Scheme *runtime.Scheme
 	// Client is a cacheless administrator client: what it reads is what the API server holds.
 	Client client.WithWatch
+
+	// cancel ends the context StartSuite gave the suite's managers (Stop calls it).
+	cancel context.CancelFunc
 }
 
 // Start starts kube-apiserver and etcd (KUBEBUILDER_ASSETS names their folder) with the
@@ -84,9 +87,17 @@ func Start() (*Env, error) {
 	return e, nil
 }
 
-// Stop stops the control plane, also one that started only in part.
+// Stop stops the control plane, also one that started only in part. For an Env of
+// StartSuite it first cancels the suite's context, so the managers stop before the API
+// server does.
 func (e *Env) Stop() error {
-	if e == nil || e.Environment == nil {
+	if e == nil {
+		return nil
+	}
+	if e.cancel != nil {
+		e.cancel()
+	}
+	if e.Environment == nil {
 		return nil
 	}
 	return e.Environment.Stop()
@@ -134,6 +145,16 @@ func (e *Env) NewNamespace(ctx context.Context, prefix string) (string, error) {
 		return "", fmt.Errorf("creating namespace %s: %w", ns.Name, err)
 	}
 	return ns.Name, nil
+}
+
+// CreateNamespaces creates the namespaces named names.
+func (e *Env) CreateNamespaces(ctx context.Context, names ...string) error {
+	for _, name := range names {
+		if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			return fmt.Errorf("creating namespace %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // NewScheme returns a scheme with the client-go and fleet types.

@@ -1,8 +1,9 @@
 // Package testfleet is what the suites that run task claims share: the Gitea they start
 // and stop, the manager they wire the way cmd/setup.go wires the shipped one, the live
-// workers they register, and the targets they claim. Each suite keeps its own variables
-// and its own flavour of worker (a Gitea account with a write token, or one that reaches
-// Gitea only through the gateway); what every suite does alike lives here, once.
+// workers they register, the targets they claim, and the Ginkgo nodes they run around
+// each spec (SpecHooks; only Ginkgo suites import this package). Each suite keeps its own
+// variables and its own flavour of worker (a Gitea account with a write token, or one that
+// reaches Gitea only through the gateway); what every suite does alike lives here, once.
 package testfleet
 
 import (
@@ -136,6 +137,18 @@ func Wire(mgr manager.Manager, w Wiring) (hostagent.Elections, error) {
 		r.Gitea, r.Repository = w.Gitea, w.Repository
 	}
 	return elections, r.SetupWithManager(mgr)
+}
+
+// ThisProcess is this host's facts (testenv.HostFacts, hostID standing in for
+// /etc/machine-id) and the start time of this test process: what a WorkerSpec's Host and
+// StartTime take, so that the registrations point at the test binary.
+func ThisProcess(hostID string) (liveness.HostFacts, int64, error) {
+	facts, err := testenv.HostFacts(hostID)
+	if err != nil {
+		return facts, 0, err
+	}
+	start, err := liveness.ProcessStartTime("", int64(os.Getpid()))
+	return facts, start, err
 }
 
 // Worker is a registered fleet worker: a ServiceAccount (its Kubernetes identity) and a
