@@ -109,6 +109,7 @@ func setup(mgr ctrl.Manager, cfg config) error {
 		Agent:          wrAgent,
 		Coordinator:    coordinator,
 		AgentNamespace: cfg.agentNamespace,
+		Repository:     cfg.repository,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("workerregistration controller: %w", err)
 	}

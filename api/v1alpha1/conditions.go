@@ -35,6 +35,21 @@ const (
 	ReasonNoHostAgent = "NoHostAgent"
 )
 
+// RepositoryBoundCondition says whether a WorkerRegistration's spec.repository names a
+// repository of its namespace: a GiteaRepository there that names it (exactly one), or
+// the manager's --repository repository. A registration bound to nothing here holds no
+// claim here: its claims are refused as repositories of no object are.
+const RepositoryBoundCondition = "RepositoryBound"
+
+// Reasons for RepositoryBoundCondition.
+const (
+	// ReasonRepositoryBound: the binding names a repository of the namespace (True).
+	ReasonRepositoryBound = "Bound"
+	// ReasonRepositoryNotBound: it names none, or which one cannot be told (False; the
+	// message says why).
+	ReasonRepositoryNotBound = "NotBound"
+)
+
 // RetirementPlan condition types.
 const (
 	// ApprovedCondition is True only when spec.approval matches the plan exactly and the

@@ -16,6 +16,7 @@ package workerregistration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -38,6 +39,7 @@ import (
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/fleet"
+	"github.com/giteatools/fleet-controller/internal/forge"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/liveness"
 	"github.com/giteatools/fleet-controller/internal/retirement"
@@ -69,6 +71,9 @@ type Reconciler struct {
 	Coordinator Elected
 	// AgentNamespace holds the hosts' coordination Leases.
 	AgentNamespace string
+	// Repository is the manager's --repository repository ("" without it): a binding
+	// that no GiteaRepository of the namespace names may name it.
+	Repository string
 }
 
 // role is how this manager stands to one row.
@@ -110,6 +115,7 @@ func (r *Reconciler) roleFor(ctx context.Context, wr *fleetv1alpha1.WorkerRegist
 // +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=workerregistrations/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=fleet.giteatools.dev,resources=gitearepositories,verbs=get;list;watch
 
 // Reconcile assesses one registration.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -141,12 +147,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	})
 	result := requeueAt(now, next)
 
+	bound, err := r.binding(ctx, wr)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+
 	before := wr.DeepCopy()
 	if who == ownHost {
 		setOwnership(wr, state, pid)
 	} else {
 		setUnattendedOwnership(wr, state)
 	}
+	setBinding(wr, bound)
 	if equality.Semantic.DeepEqual(before.Status, wr.Status) {
 		return result, nil // nothing changed (a heartbeat renewal): nothing to write
 	}
@@ -166,6 +178,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.FromContext(ctx).V(1).Info("Ownership changed", "from", previous, "to", state)
 	}
 	return result, nil
+}
+
+// binding is what wr's spec.repository names among the GiteaRepositories of its
+// namespace (the manager's cache) and the --repository repository (forge.Bind).
+func (r *Reconciler) binding(ctx context.Context, wr *fleetv1alpha1.WorkerRegistration) (forge.Binding, error) {
+	list := &fleetv1alpha1.GiteaRepositoryList{}
+	if err := r.List(ctx, list, client.InNamespace(wr.Namespace)); err != nil {
+		return forge.Binding{}, fmt.Errorf("listing the GiteaRepositories of %s: %w", wr.Namespace, err)
+	}
+	cands := make([]forge.Candidate, 0, len(list.Items))
+	for i := range list.Items {
+		cands = append(cands, apiconv.Candidate(&list.Items[i]))
+	}
+	return forge.Bind(wr.Spec.Repository, r.Repository, cands), nil
 }
 
 // applyBootRule passes a Gone answer through the boot rule (fleet.FreePIDVerdict), the
@@ -218,6 +244,7 @@ func (r *Reconciler) SetupWithManagerNamed(mgr ctrl.Manager, name string, preds 
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&fleetv1alpha1.WorkerRegistration{}, builder.WithPredicates(preds...)).
 		Watches(&coordinationv1.Lease{}, handler.EnqueueRequestsFromMapFunc(r.rowsOfLeaseHost), builder.WithPredicates(hostLeases, holderChanged)).
+		Watches(&fleetv1alpha1.GiteaRepository{}, handler.EnqueueRequestsFromMapFunc(r.rowsBoundTo), builder.WithPredicates(repositoryNamed)).
 		Named(name).
 		// Host-scoped: every manager runs it, and acts only for what its agent holds.
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)})
@@ -240,6 +267,35 @@ func (r *Reconciler) rowsOfLeaseHost(ctx context.Context, o client.Object) []rec
 		return nil
 	}
 	return r.rows(ctx, client.MatchingFields{indexHostID: host})
+}
+
+// repositoryNamed passes a GiteaRepository's creation and deletion, and a change of the
+// repository it names: what a registration's binding rests on.
+var repositoryNamed = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*fleetv1alpha1.GiteaRepository)
+	n, ok2 := e.ObjectNew.(*fleetv1alpha1.GiteaRepository)
+	return !ok1 || !ok2 || o.Spec.Owner != n.Spec.Owner || o.Spec.Name != n.Spec.Name
+}}
+
+// rowsBoundTo lists the registrations of a GiteaRepository's namespace bound to the
+// repository it names: its creation, deletion or rename can change their binding.
+func (r *Reconciler) rowsBoundTo(ctx context.Context, o client.Object) []reconcile.Request {
+	repo, ok := o.(*fleetv1alpha1.GiteaRepository)
+	if !ok {
+		return nil
+	}
+	list := &fleetv1alpha1.WorkerRegistrationList{}
+	if err := r.List(ctx, list, client.InNamespace(repo.Namespace)); err != nil {
+		log.FromContext(ctx).Error(err, "Listing registrations to look at again")
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if strings.EqualFold(list.Items[i].Spec.Repository, repo.Spec.Owner+"/"+repo.Spec.Name) {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
 }
 
 // ownRows lists the registrations of this manager's host, after its agent gained or

@@ -6,6 +6,7 @@ import (
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/conditions"
 	"github.com/giteatools/fleet-controller/internal/fleet"
+	"github.com/giteatools/fleet-controller/internal/forge"
 )
 
 // setOwnership records the ownership state the controller computed, and the probe answer
@@ -31,4 +32,22 @@ func setUnattendedOwnership(wr *fleetv1alpha1.WorkerRegistration, state string) 
 		Ready: true, Reason: fleetv1alpha1.ReasonNoHostAgent,
 		Message: fmt.Sprintf("Ownership is %s from the heartbeat alone: no agent holds host %q, so its process cannot be probed", state, wr.Spec.Process.HostID),
 	})
+}
+
+// setBinding records whether wr's repository binding names a repository of its
+// namespace (forge.Bind found b for it).
+func setBinding(wr *fleetv1alpha1.WorkerRegistration, b forge.Binding) {
+	switch {
+	case wr.Spec.Repository == "":
+		conditions.Set(&wr.Status.Conditions, wr.Generation, fleetv1alpha1.RepositoryBoundCondition, false, fleetv1alpha1.ReasonRepositoryNotBound,
+			"spec.repository is not set: the registration is bound to no repository")
+	case b.Problem != "":
+		conditions.Set(&wr.Status.Conditions, wr.Generation, fleetv1alpha1.RepositoryBoundCondition, false, fleetv1alpha1.ReasonRepositoryNotBound, b.Problem)
+	case b.Object != "":
+		conditions.Set(&wr.Status.Conditions, wr.Generation, fleetv1alpha1.RepositoryBoundCondition, true, fleetv1alpha1.ReasonRepositoryBound,
+			fmt.Sprintf("%s is the GiteaRepository %s of this namespace", b.Repository, b.Object))
+	default:
+		conditions.Set(&wr.Status.Conditions, wr.Generation, fleetv1alpha1.RepositoryBoundCondition, true, fleetv1alpha1.ReasonRepositoryBound,
+			fmt.Sprintf("%s is the manager's --repository repository", b.Repository))
+	}
 }

@@ -55,7 +55,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	// This host's agent and the fleet coordinator, and the WorkerRegistration reconciler,
 	// as cmd/setup.go runs them.
-	elections, err := testfleet.Wire(mgr, testfleet.Wiring{Host: facts, AgentNamespace: agentNamespace})
+	elections, err := testfleet.Wire(mgr, testfleet.Wiring{Host: facts, AgentNamespace: agentNamespace, Repository: canonicalRepo})
 	Expect(err).NotTo(HaveOccurred())
 	go func() {
 		defer GinkgoRecover()

@@ -107,7 +107,7 @@ func Wire(mgr manager.Manager, w Wiring) (hostagent.Elections, error) {
 	if err := (&workerregistration.Reconciler{
 		Client: mgr.GetClient(), Prober: &liveness.ProcProber{Facts: w.Host}, Clock: clk,
 		Recorder: mgr.GetEventRecorder("workerregistration-controller"),
-		Agent:    elections.Host, Coordinator: elections.Coordinator, AgentNamespace: w.AgentNamespace,
+		Agent:    elections.Host, Coordinator: elections.Coordinator, AgentNamespace: w.AgentNamespace, Repository: w.Repository,
 	}).SetupWithManager(mgr); err != nil {
 		return elections, err
 	}
