@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 	"github.com/giteatools/fleet-controller/internal/claim"
 	"github.com/giteatools/fleet-controller/internal/gateway"
@@ -242,7 +244,9 @@ var _ = Describe("The gateway over GiteaRepositories on two Gitea servers", Orde
 	})
 
 	It("forwards a write to the server its claim was decided on, as the identity's account there", func() {
+		claimedOnB := claimsCounted(b.server, twin)
 		workB.activeClaim(twin, b.server)
+		Expect(claimsCounted(b.server, twin)).To(BeNumerically(">", claimedOnB), "the claim counts under server B's label")
 
 		owner, name := split(twin)
 		_, _, err := workB.sdk().CreateIssueComment(owner, name, 1, gitea.CreateIssueCommentOption{Body: "progress on B"})
@@ -323,3 +327,27 @@ var _ = Describe("The gateway over GiteaRepositories on two Gitea servers", Orde
 		Expect(string(ans.body)).To(ContainSubstring(a.issue))
 	})
 })
+
+// claimsCounted sums fleet_task_claim_results_total over the series labelled with the
+// GiteaServer server and the repository repo (owner/name).
+func claimsCounted(server, repo string) float64 {
+	GinkgoHelper()
+	families, err := metrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() != "fleet_task_claim_results_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["server"] == server && labels["repository"] == strings.ToLower(repo) {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}

@@ -229,16 +229,17 @@ func (r *Reconciler) activate(ctx context.Context, tc *fleetv1alpha1.TaskClaim, 
 	// The audit reads the claim's identity and id as validated: it gets its own copy, as
 	// the status write changes tc.
 	snapshot := tc.DeepCopy()
+	server, repository := repositoryLabels(tc)
 	markActive(tc, c, res)
 	err := r.writeStatus(ctx, tc)
 	if !republished {
 		r.audit(ctx, snapshot, claim.EventClaimed, string(c.Role))
-		claimTransitions.WithLabelValues(string(claim.EventClaimed), "").Inc()
+		claimTransitions.WithLabelValues(string(claim.EventClaimed), "", server, repository).Inc()
 	}
 	if err != nil {
 		return err
 	}
-	claimResults.WithLabelValues(string(res.Outcome), "").Inc()
+	claimResults.WithLabelValues(string(res.Outcome), "", server, repository).Inc()
 	claimLatency.Observe(r.Clock.Since(started).Seconds())
 	r.Recorder.Eventf(tc, nil, "Normal", fleetv1alpha1.ReasonAcquired, "Claim", "Claimed %s as %s", apiconv.Target(tc.Spec.Target), c.Role)
 	return nil

@@ -231,7 +231,8 @@ func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) 
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err
 	}
-	claimResults.WithLabelValues(string(res.Outcome), "").Inc()
+	server, repository := repositoryLabels(tc)
+	claimResults.WithLabelValues(string(res.Outcome), "", server, repository).Inc()
 	return nil
 }
 

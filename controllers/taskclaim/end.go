@@ -59,7 +59,8 @@ func (r *Reconciler) reject(ctx context.Context, tc *fleetv1alpha1.TaskClaim, re
 	if err := r.writeStatus(ctx, tc); err != nil {
 		return err
 	}
-	claimResults.WithLabelValues(string(res.Outcome), string(res.Class)).Inc()
+	server, repository := repositoryLabels(tc)
+	claimResults.WithLabelValues(string(res.Outcome), string(res.Class), server, repository).Inc()
 	r.Recorder.Eventf(tc, nil, "Warning", fleetv1alpha1.ReasonRejected, "Claim", "Refused: %s", rejectionMessage(res))
 	if !holds {
 		return nil
@@ -115,7 +116,8 @@ func (r *Reconciler) finish(ctx context.Context, tc *fleetv1alpha1.TaskClaim) er
 	// finalizer, so the end is never audited twice.
 	if ours || wasActive {
 		r.auditEnding(ctx, tc, ending)
-		claimTransitions.WithLabelValues(string(ending.Event), string(ending.Trigger)).Inc()
+		server, repository := repositoryLabels(tc)
+		claimTransitions.WithLabelValues(string(ending.Event), string(ending.Trigger), server, repository).Inc()
 	}
 	return r.dropFinalizer(ctx, tc)
 }
@@ -217,7 +219,8 @@ func (r *Reconciler) auditAs(ctx context.Context, tc *fleetv1alpha1.TaskClaim, t
 	}
 	if err != nil {
 		log.FromContext(ctx).Error(err, "Recording the claim transition in Gitea failed", "event", tr.Event)
-		claimTransitions.WithLabelValues("audit_failed", string(tr.Event)).Inc()
+		server, repository := repositoryLabels(tc)
+		claimTransitions.WithLabelValues("audit_failed", string(tr.Event), server, repository).Inc()
 	}
 }
 

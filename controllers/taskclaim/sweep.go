@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -164,7 +165,7 @@ func (s *Sweeper) sweepRecords(ctx context.Context, res *SweepResult) error {
 	}
 	for i, repo := range repos {
 		for _, p := range claim.OrphanedRecords(found[i], exists, now) {
-			if target, ended, err := s.endOrphan(ctx, repo.Gitea, p, now); err != nil {
+			if target, ended, err := s.endOrphan(ctx, repo, p, now); err != nil {
 				errs = append(errs, err)
 			} else if ended {
 				res.Records = append(res.Records, target)
@@ -184,7 +185,8 @@ func describeSwept(r SweptRepository) string {
 
 // endOrphan ends one orphaned record as revoked, with one audit comment. ended is false
 // when there was nothing to end any more.
-func (s *Sweeper) endOrphan(ctx context.Context, gitea SweepGitea, p claim.PublishedRecord, now time.Time) (claim.Target, bool, error) {
+func (s *Sweeper) endOrphan(ctx context.Context, repo SweptRepository, p claim.PublishedRecord, now time.Time) (claim.Target, bool, error) {
+	gitea := repo.Gitea
 	var opts []giteaclaim.PublishOption
 	if !s.SkipAssignment {
 		opts = append(opts, giteaclaim.Assigning())
@@ -198,7 +200,7 @@ func (s *Sweeper) endOrphan(ctx context.Context, gitea SweepGitea, p claim.Publi
 	tr := giteaclaim.Transition{Event: claim.EventRevoked, Trigger: claim.TriggerOwnershipLoss, ClaimID: p.Record.ClaimID,
 		Worker: p.Record.Worker, Identity: p.Record.Identity, Role: p.Record.Role, Reason: "claim_deleted", At: now}
 	if _, err := gitea.RecordTransition(ctx, p.Target, tr); err != nil {
-		claimTransitions.WithLabelValues("audit_failed", string(tr.Event)).Inc()
+		claimTransitions.WithLabelValues("audit_failed", string(tr.Event), repo.Server, strings.ToLower(repo.FullName)).Inc()
 		log.FromContext(ctx).Error(err, "Auditing the end of an orphaned claim record failed", "target", p.Target.String())
 	}
 	sweepEnded.WithLabelValues("record").Inc()
