@@ -8,7 +8,11 @@
 #
 # What `up` seeds, every run from scratch:
 #   - the repository fleet/demo (organisation "fleet", default branch main) with four
-#     open issues to claim;
+#     open issues to claim, which the manager serves through its --gitea-url and
+#     --repository flags;
+#   - a second repository, fleet/docs, with two open issues, served through objects: the
+#     GiteaServer "demo" (this same Gitea, the controller's token in a Secret) and the
+#     GiteaRepository "docs" in the namespace default (docs/gitea.md);
 #   - four worker accounts, worker-1..worker-4, each a write collaborator of the
 #     repository with two tokens: a read-only one the worker holds (tokens/worker-N;
 #     a worker reads Gitea directly and writes only through the controller's gateway),
@@ -20,10 +24,13 @@
 #   - the controller's token (admin-token);
 #   - manifests/: the gateway credentials as Secrets labelled
 #     fleet.giteatools.dev/gitea-login=<login> in the namespace fleet-system (and that
-#     namespace), for the manager's --install-manifests (docs/gateway.md).
+#     namespace), once for the flags' server and once more labelled
+#     fleet.giteatools.dev/gitea-server=demo for the GiteaServer; the GiteaServer, its
+#     token Secret and the GiteaRepository; for the manager's --install-manifests
+#     (docs/gateway.md).
 #
 # The env file (<dir>/env, mode 0600) holds `export` lines: GITEA_URL,
-# FLEET_REPOSITORY, FLEET_GITEA_TOKEN_FILE, FLEET_DEMO_MANIFESTS, the Gitea login, and
+# FLEET_REPOSITORY, FLEET_SECOND_REPOSITORY, FLEET_GITEA_TOKEN_FILE, FLEET_DEMO_MANIFESTS, the Gitea login, and
 # the token files.
 #
 # Environment: DEMO_GITEA_PORT (default 3000), GITEA_HOST (hack/gitea.sh), DEMO_DIR (default .cache/demo),
@@ -36,6 +43,10 @@ DEMO=${DEMO_DIR:-$ROOT/.cache/demo}
 CREDS_NS=${DEMO_CREDENTIALS_NAMESPACE:-fleet-system}
 ORG=fleet
 REPO=demo
+# The second repository, and the GiteaServer and GiteaRepository objects that serve it.
+DOCS=docs
+SERVER=demo
+DOCS_NS=default
 # Four: a pull request needs an author, a reviewer, an approver and a merger, each a
 # different identity.
 WORKERS=(worker-1 worker-2 worker-3 worker-4)
@@ -76,16 +87,24 @@ up() {
 	printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n' "$CREDS_NS" >"$DEMO/manifests/00-namespace.yaml"
 
 	api POST /orgs "{\"username\":\"$ORG\",\"visibility\":\"public\"}" >/dev/null
-	api POST "/orgs/$ORG/repos" "{\"name\":\"$REPO\",\"auto_init\":true,\"default_branch\":\"main\",\"readme\":\"Default\"}" >/dev/null
-	local title
+	local title repo
 	local titles=("Add a contributing guide" "Fix the typo in the README" "Document the release process" "Add a changelog")
+	local docs_titles=("Write the getting-started page" "Add a glossary")
+	for repo in "$REPO" "$DOCS"; do
+		api POST "/orgs/$ORG/repos" "{\"name\":\"$repo\",\"auto_init\":true,\"default_branch\":\"main\",\"readme\":\"Default\"}" >/dev/null
+	done
 	for title in "${titles[@]}"; do
 		api POST "/repos/$ORG/$REPO/issues" "{\"title\":\"$title\",\"body\":\"A demo task for the fleet.\"}" >/dev/null
+	done
+	for title in "${docs_titles[@]}"; do
+		api POST "/repos/$ORG/$DOCS/issues" "{\"title\":\"$title\",\"body\":\"A demo task in the second repository.\"}" >/dev/null
 	done
 	local w token
 	for w in "${WORKERS[@]}"; do
 		api POST /admin/users "{\"username\":\"$w\",\"email\":\"$w@example.invalid\",\"password\":\"$WORKER_PW\",\"must_change_password\":false}" >/dev/null
-		api PUT "/repos/$ORG/$REPO/collaborators/$w" '{"permission":"write"}' >/dev/null
+		for repo in "$REPO" "$DOCS"; do
+			api PUT "/repos/$ORG/$repo/collaborators/$w" '{"permission":"write"}' >/dev/null
+		done
 		token=$(mint "$w" demo-read '"read:repository","read:issue","read:user"')
 		printf '%s\n' "$token" >"$DEMO/tokens/$w"
 		token=$(mint "$w" demo-gateway '"write:repository","write:issue","read:user"')
@@ -100,19 +119,63 @@ up() {
 			type: Opaque
 			stringData:
 			  token: $token
+			---
+			apiVersion: v1
+			kind: Secret
+			metadata:
+			  name: gateway-$SERVER-$w
+			  namespace: $CREDS_NS
+			  labels:
+			    fleet.giteatools.dev/gitea-login: $w
+			    fleet.giteatools.dev/gitea-server: $SERVER
+			type: Opaque
+			stringData:
+			  token: $token
 		YAML
 	done
-	api POST "/repos/$ORG/$REPO/branch_protections" "{\"rule_name\":\"main\",\"enable_push\":true,\"enable_push_whitelist\":true,\"push_whitelist_usernames\":[\"$GITEA_ADMIN\"],\"required_approvals\":1,\"block_on_rejected_reviews\":true,\"dismiss_stale_approvals\":true}" >/dev/null
+	for repo in "$REPO" "$DOCS"; do
+		api POST "/repos/$ORG/$repo/branch_protections" "{\"rule_name\":\"main\",\"enable_push\":true,\"enable_push_whitelist\":true,\"push_whitelist_usernames\":[\"$GITEA_ADMIN\"],\"required_approvals\":1,\"block_on_rejected_reviews\":true,\"dismiss_stale_approvals\":true}" >/dev/null
+	done
+	cat >"$DEMO/manifests/20-gitea-$SERVER.yaml" <<-YAML
+		apiVersion: v1
+		kind: Secret
+		metadata:
+		  name: gitea-$SERVER-token
+		  namespace: $CREDS_NS
+		type: Opaque
+		stringData:
+		  token: $GITEA_TOKEN
+		---
+		apiVersion: fleet.giteatools.dev/v1alpha1
+		kind: GiteaServer
+		metadata:
+		  name: $SERVER
+		spec:
+		  url: $GITEA_URL
+		  tokenSecretRef:
+		    name: gitea-$SERVER-token
+		---
+		apiVersion: fleet.giteatools.dev/v1alpha1
+		kind: GiteaRepository
+		metadata:
+		  name: $DOCS
+		  namespace: $DOCS_NS
+		spec:
+		  server: $SERVER
+		  owner: $ORG
+		  name: $DOCS
+	YAML
 	printf '%s\n' "$GITEA_TOKEN" >"$DEMO/admin-token"
 	{
 		printf 'export GITEA_URL=%s\n' "$GITEA_URL"
 		printf 'export FLEET_REPOSITORY=%s/%s\n' "$ORG" "$REPO"
+		printf 'export FLEET_SECOND_REPOSITORY=%s/%s\n' "$ORG" "$DOCS"
 		printf 'export FLEET_GITEA_TOKEN_FILE=%s\n' "$DEMO/admin-token"
 		printf 'export FLEET_DEMO_MANIFESTS=%s\n' "$DEMO/manifests"
 		printf '# Gitea login (web UI, admin): %s, password: cat %s (0600, random per run)\n' "$GITEA_ADMIN" "$GITEA_ADMIN_PASSWORD_FILE"
 		printf '# Worker accounts: %s (no password anyone keeps), read-only tokens in %s/ (gateway tokens: Secrets in %s); main is protected\n' "${WORKERS[*]}" "$DEMO/tokens" "$CREDS_NS"
 	} >"$DEMO/env"
-	log "up: $GITEA_URL/$ORG/$REPO with ${#WORKERS[@]} workers and ${#titles[@]} issues"
+	log "up: $GITEA_URL/$ORG/$REPO with ${#titles[@]} issues and $GITEA_URL/$ORG/$DOCS with ${#docs_titles[@]}, ${#WORKERS[@]} workers"
 	printf '%s\n' "$DEMO/env"
 }
 

@@ -245,6 +245,18 @@ var _ = Describe("docs/quickstart.md", Ordered, func() {
 		Expect(out).To(MatchRegexp(`(?m)^fleet_gitea_hardening_findings 0$`), "the demo's Gitea holds to docs/gateway.md")
 	})
 
+	It("claims in a second repository served through a GiteaServer and a GiteaRepository, through the same gateway", func() {
+		out := output(steps, "11.")
+		Expect(out).To(ContainSubstring("gitearepository.fleet.giteatools.dev/docs condition met"))
+		Expect(out).To(MatchRegexp(`(?m)^giteaserver.fleet.giteatools.dev/demo\s+http\S+\s+\S+\s+True\s`))
+		Expect(out).To(MatchRegexp(`(?m)^gitearepository.fleet.giteatools.dev/docs\s+demo\s+fleet\s+docs\s+\d+\s+True\s`))
+		Expect(out).To(ContainSubstring("workerregistration.fleet.giteatools.dev/d1 condition met"))
+		Expect(out).To(MatchRegexp(`(?m)^\S+\s+fleet/docs#1\s+author\s`), "the capability: issue 1 of fleet/docs, as author")
+		Expect(out).To(ContainSubstring("d1: HTTP 201"))
+		Expect(out).To(ContainSubstring(`"login":"worker-2"`))
+		Expect(out).To(ContainSubstring("released"))
+	})
+
 	It("gives the demo's worker accounts no way to write to Gitea around the gateway", func() {
 		demo := filepath.Dir(banner["FLEET_DEMO_MANIFESTS"])
 		env, err := os.ReadFile(filepath.Join(demo, "env"))
