@@ -195,7 +195,9 @@ type GiteaRepositorySpec struct {
 	Name string `json:"name"`
 
 	// maxActiveClaims caps how many TaskClaims on this repository may hold an active
-	// capability at once. Unset: no cap of its own.
+	// capability at once: each claim that publishes holds one of this many slots (Leases
+	// taken by compare-and-swap), and a claim that finds none free is refused
+	// repository_claim_limit. Lowering it ends no capability. Unset: no cap of its own.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000

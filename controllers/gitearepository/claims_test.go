@@ -71,8 +71,14 @@ func newClaimer(ns, repo string) *claimer {
 // claim creates the worker's claim on issue #1 of repo; the spec's cleanup releases it.
 func (w *claimer) claim(repo string) *fleetv1alpha1.TaskClaim {
 	GinkgoHelper()
+	return w.claimIssue(repo, 1)
+}
+
+// claimIssue claims issue n of repo as the worker.
+func (w *claimer) claimIssue(repo string, n int64) *fleetv1alpha1.TaskClaim {
+	GinkgoHelper()
 	tc := &fleetv1alpha1.TaskClaim{ObjectMeta: metav1.ObjectMeta{Name: testenv.Uniq("tc"), Namespace: w.ns},
-		Spec: fleetv1alpha1.TaskClaimSpec{Worker: w.name, Target: testfleet.IssueTarget(repo, 1)}}
+		Spec: fleetv1alpha1.TaskClaimSpec{Worker: w.name, Target: testfleet.IssueTarget(repo, n)}}
 	Expect(w.c.Create(ctx, tc)).To(Succeed())
 	DeferCleanup(func() {
 		_ = w.update(tc, func(c *fleetv1alpha1.TaskClaim) { c.Spec.Release = true })
@@ -224,6 +230,86 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 			Expect(rec.ClaimID).To(Equal(string(win.UID)))
 			Expect(rec.State).To(Equal(claim.RecordStateActive))
 		}
+	})
+
+	It("lets at most maxActiveClaims claims of a repository hold a capability at once, and frees a slot when one ends", func() {
+		a := readyServer()
+		r := serve(teamA, a.Name)
+		for n := int64(2); n <= 3; n++ {
+			Expect(testfleet.NewIssue(ctx, forgeSrv, forgeSrv.Token, r.full, fmt.Sprintf("task %d", n))).To(Equal(n))
+		}
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := getRepo(r.obj)
+			cur.Spec.MaxActiveClaims = ptrTo(int32(2))
+			return k8sClient.Update(ctx, cur)
+		})).To(Succeed())
+		Eventually(func(g Gomega) {
+			cur := getRepo(r.obj)
+			c := meta.FindStatusCondition(cur.Status.Conditions, fleetv1alpha1.ReadyCondition)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			g.Expect(c.ObservedGeneration).To(Equal(cur.Generation))
+		}).Should(Succeed())
+
+		// Three workers, three different issues: no two race for one target's lock, only
+		// for the repository's two slots.
+		workers := make([]*claimer, 3)
+		claims := make([]*fleetv1alpha1.TaskClaim, 3)
+		for i := range workers {
+			workers[i] = newClaimer(teamA, r.full)
+			claims[i] = workers[i].claimIssue(r.full, int64(i+1))
+		}
+		for _, tc := range claims {
+			Eventually(phaseOf(tc)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
+		}
+		var wg sync.WaitGroup
+		for i, tc := range claims {
+			wg.Go(func() {
+				defer GinkgoRecover()
+				workers[i].pin(tc)
+			})
+		}
+		wg.Wait()
+		var active []*fleetv1alpha1.TaskClaim
+		refused := -1
+		for i, tc := range claims {
+			Eventually(phaseOf(tc)).Should(Or(Equal(fleetv1alpha1.ClaimPhaseActive), HavePrefix(fleetv1alpha1.ClaimPhaseRejected+"/")))
+			if cur := claimOf(tc); cur.Status.Phase == fleetv1alpha1.ClaimPhaseActive {
+				active = append(active, cur)
+			} else {
+				refused = i
+				Expect(cur.Status.Result.FailedPredicate).To(Equal("repository_claim_limit"))
+				Expect(cur.Status.Result.Class).To(Equal(string(claim.ClassContention)))
+			}
+		}
+		Expect(active).To(HaveLen(2), "two slots, two active claims")
+		Expect(refused).To(BeNumerically(">=", 0))
+		key := claim.RepositoryKey{Server: a.Name, ID: r.id}
+		held := func() []string {
+			list := &coordinationv1.LeaseList{}
+			Expect(k8sClient.List(ctx, list, client.InNamespace(teamA), client.MatchingLabels{"fleet.giteatools.dev/claim-slots": claim.SlotsOf(key)})).To(Succeed())
+			var holders []string
+			for _, l := range list.Items {
+				if l.Spec.HolderIdentity != nil {
+					holders = append(holders, *l.Spec.HolderIdentity)
+				}
+			}
+			return holders
+		}
+		Expect(held()).To(ConsistOf(string(active[0].UID), string(active[1].UID)))
+		lost := claimOf(claims[refused])
+		rec, _, err := adminGitea.Read(ctx, claim.Target{Repository: r.full, Kind: claim.KindIssue, Number: int64(refused + 1)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(rec == nil || rec.ClaimID != string(lost.UID) || rec.State != claim.RecordStateActive).To(BeTrue(), "the refused claim published nothing")
+
+		By("one claim ends: its slot is free, and the refused worker's next claim wins it")
+		Expect(workers[indexOf(claims, active[0])].update(active[0], func(c *fleetv1alpha1.TaskClaim) { c.Spec.Release = true })).To(Succeed())
+		Eventually(held).Should(ConsistOf(string(active[1].UID)))
+		again := workers[refused].claimIssue(r.full, int64(refused+1))
+		Eventually(phaseOf(again)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
+		workers[refused].pin(again)
+		Eventually(phaseOf(again)).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
+		Expect(held()).To(ConsistOf(string(active[1].UID), string(claimOf(again).UID)))
 	})
 
 	It("refuses a claim on a repository that no GiteaRepository of the claim's namespace names, and touches nothing", func() {
@@ -381,4 +467,14 @@ func eventReasons(name string) []string {
 		}
 	}
 	return out
+}
+
+// indexOf is the position in claims of the claim tc is a copy of.
+func indexOf(claims []*fleetv1alpha1.TaskClaim, tc *fleetv1alpha1.TaskClaim) int {
+	for i, c := range claims {
+		if c.Name == tc.Name {
+			return i
+		}
+	}
+	return -1
 }

@@ -702,6 +702,46 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		Expect(p.Status.Success).To(HaveValue(BeTrue()))
 	})
 
+	It("writes no report when its hold was taken over after its last row, and says so", func() {
+		ns := newNamespace()
+		rows := deadRowsOf(ns)
+		p := newPlanObj(ns, "direct-holdlost-last")
+		Expect(k8sClient.Create(ctx, p)).To(Succeed())
+		r := newPlanReconciler(k8sClient, k8sClient, prober)
+		r.ApplierID = "agent-slow"
+		rec := &countingRecorder{}
+		r.Recorder = rec
+		p = reconcilePlan(r, p)
+		hp := hostPlanOf(p)
+		Expect(approve(gitops(), p)).To(Succeed())
+		last := rows[len(rows)-1].Name
+		r.AfterWrite = func(ctx context.Context, w string) error {
+			if w != last {
+				return nil
+			}
+			// Another applier takes the apply over between the last row and the report
+			// (as after a hold that lapsed while the API server was slow).
+			Eventually(func() error {
+				cur := getPlan(hp)
+				cur.Status.ApplyProgress.Applier, cur.Status.ApplyProgress.TakenOverFrom = "agent-taker", cur.Status.ApplyProgress.Applier
+				cur.Status.ApplyProgress.RenewedAt = metav1.NowMicro()
+				return k8sClient.Status().Update(ctx, cur)
+			}).Should(Succeed())
+			return nil
+		}
+		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(res.RequeueAfter).To(BeNumerically(">", 0), "it looks again once the new hold could lapse")
+		for _, wr := range rows {
+			Expect(get(wr).Status.Phase).To(Equal(fleetv1alpha1.PhaseRetired), wr.Name)
+		}
+		hp = getPlan(hp)
+		Expect(hp.Status.Outcome).To(Equal(fleetv1alpha1.OutcomePlanned), "no report over the new holder's apply")
+		Expect(hp.Status.ApplyProgress.Applier).To(Equal("agent-taker"))
+		Expect(hp.Status.ApplyProgress.State).To(Equal(fleetv1alpha1.ApplyStateInProgress))
+		Expect(rec.count("Warning", "ApplyHoldLost")).To(Equal(1))
+	})
+
 	It("stops writing at once when its hold was taken over mid-apply, and writes no report", func() {
 		ns := newNamespace()
 		rows := deadRowsOf(ns)

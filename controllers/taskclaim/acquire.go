@@ -38,7 +38,8 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 	started := r.Clock.Now()
 	target := apiconv.Target(tc.Spec.Target)
 	// The repository must still be the one the validation read, and fit for claims.
-	if moved, err := r.stillThere(ctx, tc, true); err != nil || moved != nil {
+	limit, moved, err := r.stillThere(ctx, tc, true)
+	if err != nil || moved != nil {
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -68,6 +69,19 @@ func (r *Reconciler) claim(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (ct
 	if res.Refused() {
 		countContention(res)
 		return ctrl.Result{}, r.reject(ctx, tc, res)
+	}
+	// A repository capped at limit active claims: this claim publishes only holding one
+	// of its slots (slots.go). Released with the lock when the claim ends.
+	if limit > 0 {
+		full, err := r.takeSlot(ctx, tc, limit)
+		if err != nil {
+			return ctrl.Result{}, err // the lock (and a slot already taken) are this claim's on the retry
+		}
+		if full {
+			res := claim.RepositoryAtLimit(target)
+			countContention(res)
+			return ctrl.Result{}, r.reject(ctx, tc, res)
+		}
 	}
 	// A record of this very claim already in force means an earlier attempt published it
 	// (and audited it) and then failed to record the activation: publishing again is a
@@ -172,7 +186,7 @@ func (r *Reconciler) acquireLease(ctx context.Context, tc *fleetv1alpha1.TaskCla
 		return lease, false, err
 	}
 	lease.ResourceVersion = acq.ExpectedGeneration // "" creates: the lock must not exist yet
-	lease.OwnerReferences = []metav1.OwnerReference{{APIVersion: fleetv1alpha1.GroupVersion.String(), Kind: "TaskClaim", Name: tc.Name, UID: tc.UID}}
+	lease.OwnerReferences = ownedBy(tc)
 	lease.Spec = coordinationv1.LeaseSpec{
 		HolderIdentity:       ptr.To(string(tc.UID)),
 		LeaseDurationSeconds: ptr.To(int32(r.TTL / time.Second)),
@@ -190,6 +204,15 @@ func (r *Reconciler) acquireLease(ctx context.Context, tc *fleetv1alpha1.TaskCla
 		return nil, true, nil
 	}
 	return lease, false, err
+}
+
+// kindTaskClaim is the kind a lock's or a slot's ownerReference names.
+const kindTaskClaim = "TaskClaim"
+
+// ownedBy is the ownerReference of a lock or a slot tc holds: the sweep keeps what an
+// existing claim owns.
+func ownedBy(tc *fleetv1alpha1.TaskClaim) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: fleetv1alpha1.GroupVersion.String(), Kind: kindTaskClaim, Name: tc.Name, UID: tc.UID}}
 }
 
 // record is the authoritative claim record this claim publishes.

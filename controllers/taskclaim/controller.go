@@ -194,7 +194,7 @@ func queuedClaim(tc *fleetv1alpha1.TaskClaim) claim.QueuedClaim {
 // model: claim.pml step C1 (validate on fresh state)
 func (r *Reconciler) validate(ctx context.Context, tc *fleetv1alpha1.TaskClaim) error {
 	// The repository the target is in: every later step works there.
-	repo, refused, err := r.resolve(ctx, tc, true)
+	repo, _, refused, err := r.resolve(ctx, tc, true)
 	if err != nil {
 		return err
 	}
@@ -262,7 +262,7 @@ func (r *Reconciler) checkActive(ctx context.Context, tc *fleetv1alpha1.TaskClai
 	// A capability lives no longer than its repository stays fit for claims: a server
 	// that went down or refuses the token, a GiteaRepository deleted or replaced, ends it
 	// (fail closed; the record is ended once the server answers again).
-	if gone, err := r.stillThere(ctx, tc, false); err != nil || gone != nil {
+	if _, gone, err := r.stillThere(ctx, tc, false); err != nil || gone != nil {
 		if err != nil {
 			return ctrl.Result{}, err
 		}

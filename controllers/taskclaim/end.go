@@ -106,6 +106,9 @@ func (r *Reconciler) finish(ctx context.Context, tc *fleetv1alpha1.TaskClaim) er
 	if err := r.releaseLease(ctx, tc, lockOf(tc)); err != nil {
 		return err
 	}
+	if err := r.releaseSlot(ctx, tc); err != nil {
+		return err
+	}
 	// model: claim.pml step E4 (RecordCleared, then drop the finalizer)
 	setCondition(tc, fleetv1alpha1.RecordClearedCondition, true, fleetv1alpha1.ReasonCleared,
 		"The claim's Gitea record is ended and its lock is free")

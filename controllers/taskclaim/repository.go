@@ -28,14 +28,16 @@ var errNoFlagsRepository = errors.New("the claim is in the repository of the --g
 // Gitea). The answer is a refusal when neither serves it (claim.RepositoryNotServed), when
 // the GiteaRepository is not fit for claims (claim.RepositoryNotReady; an Event says
 // why), or, when deciding (a validation or a claim), when the flags' rule set is not in
-// force (claim.RuleSetUnpublished). A refusal is final: nothing is guessed.
-func (r *Reconciler) resolve(ctx context.Context, tc *fleetv1alpha1.TaskClaim, deciding bool) (*fleetv1alpha1.ClaimRepository, *claim.Result, error) {
+// force (claim.RuleSetUnpublished). A refusal is final: nothing is guessed. It also says
+// how many claims of the repository may hold an active capability at once: its
+// GiteaRepository's spec.maxActiveClaims (0: no cap).
+func (r *Reconciler) resolve(ctx context.Context, tc *fleetv1alpha1.TaskClaim, deciding bool) (*fleetv1alpha1.ClaimRepository, int, *claim.Result, error) {
 	target := apiconv.Target(tc.Spec.Target)
 	var res forge.Resolution
 	if r.Repositories != nil {
 		var err error
 		if res, err = r.Repositories.Resolve(ctx, tc.Namespace, target.Repository); err != nil {
-			return nil, nil, err
+			return nil, 0, nil, err
 		}
 	}
 	flags := ""
@@ -46,19 +48,19 @@ func (r *Reconciler) resolve(ctx context.Context, tc *fleetv1alpha1.TaskClaim, d
 	case forge.NotReady:
 		r.Recorder.Eventf(tc, nil, "Warning", fleetv1alpha1.ReasonRepositoryNotReady, "Resolve", "%s", res.Problem)
 		refusal := claim.RepositoryNotReady(target)
-		return nil, &refusal, nil
+		return nil, 0, &refusal, nil
 	case forge.ServedByObject:
 		key := claim.RepositoryKey{Server: res.Repository.Server, ID: res.Repository.ID}
-		return &fleetv1alpha1.ClaimRepository{Server: key.Server, ID: key.ID, LockName: claim.LockName(key, target)}, nil, nil
+		return &fleetv1alpha1.ClaimRepository{Server: key.Server, ID: key.ID, LockName: claim.LockName(key, target)}, int(res.Repository.MaxActiveClaims), nil, nil
 	case forge.NotServed:
 		refusal := claim.RepositoryNotServed(target)
-		return nil, &refusal, nil
+		return nil, 0, &refusal, nil
 	}
 	if deciding && r.rulesNotInForce(ctx) {
 		refusal := claim.RuleSetUnpublished(target)
-		return nil, &refusal, nil
+		return nil, 0, &refusal, nil
 	}
-	return &fleetv1alpha1.ClaimRepository{LockName: claim.LockName(claim.RepositoryKey{}, target)}, nil, nil
+	return &fleetv1alpha1.ClaimRepository{LockName: claim.LockName(claim.RepositoryKey{}, target)}, 0, nil, nil
 }
 
 // repositoryOf is the repository tc's validation found: the one every later step of the
@@ -97,19 +99,20 @@ func (r *Reconciler) giteaOf(ctx context.Context, tc *fleetv1alpha1.TaskClaim) (
 
 // stillThere re-resolves the repository of a claiming (deciding) or active tc: it
 // returns a refusal when the repository is no longer served as it was at validation (its
-// GiteaRepository not Ready, deleted, or naming another repository now).
-func (r *Reconciler) stillThere(ctx context.Context, tc *fleetv1alpha1.TaskClaim, deciding bool) (*claim.Result, error) {
-	now, refused, err := r.resolve(ctx, tc, deciding)
+// GiteaRepository not Ready, deleted, or naming another repository now), and otherwise
+// the repository's cap on active claims as it stands now (0: none).
+func (r *Reconciler) stillThere(ctx context.Context, tc *fleetv1alpha1.TaskClaim, deciding bool) (int, *claim.Result, error) {
+	now, limit, refused, err := r.resolve(ctx, tc, deciding)
 	if err != nil || refused != nil {
-		return refused, err
+		return 0, refused, err
 	}
 	if was := repositoryOf(tc); keyOf(*now) != keyOf(was) || now.LockName != was.LockName {
 		r.Recorder.Eventf(tc, nil, "Warning", fleetv1alpha1.ReasonRepositoryNotReady, "Resolve",
 			"%s now names another repository (%s) than at validation (%s)", tc.Spec.Target.Repository, describe(*now), describe(was))
 		moved := claim.RepositoryMoved(apiconv.Target(tc.Spec.Target))
-		return &moved, nil
+		return 0, &moved, nil
 	}
-	return nil, nil
+	return limit, nil, nil
 }
 
 // describe renders a recorded repository for a message.

@@ -243,7 +243,7 @@ func (s *Sweeper) sweepLocks(ctx context.Context, res *SweepResult) error {
 func lockView(l *coordinationv1.Lease) claim.Lock {
 	v := claim.Lock{Holder: ptr.Deref(l.Spec.HolderIdentity, "")}
 	for _, o := range l.OwnerReferences {
-		if o.Kind == "TaskClaim" {
+		if o.Kind == kindTaskClaim {
 			v.Owners = append(v.Owners, string(o.UID))
 		}
 	}

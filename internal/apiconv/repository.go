@@ -14,6 +14,9 @@ import (
 func Candidate(repo *fleetv1alpha1.GiteaRepository) forge.Candidate {
 	c := forge.Candidate{Object: repo.Name, Server: repo.Spec.Server, Owner: repo.Spec.Owner, Repo: repo.Spec.Name,
 		ID: repo.Status.RepositoryID, RuleSetDigest: repo.Status.RuleSetDigest}
+	if m := repo.Spec.MaxActiveClaims; m != nil {
+		c.MaxActiveClaims = *m
+	}
 	if cond := meta.FindStatusCondition(repo.Status.Conditions, fleetv1alpha1.ReadyCondition); cond != nil {
 		c.Reason, c.Message = cond.Reason, cond.Message
 		c.Ready = cond.Status == "True" && cond.ObservedGeneration == repo.Generation

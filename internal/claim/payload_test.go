@@ -195,6 +195,10 @@ func TestNoRefusalNamesAnotherTarget(t *testing.T) {
 	assertNamesOnlyRequested(t, "repository/not-ready", r, fxPR())
 	seen[r.FailedPredicate] = true
 
+	r = RepositoryAtLimit(fxPR())
+	assertNamesOnlyRequested(t, "repository/at-limit", r, fxPR())
+	seen[r.FailedPredicate] = true
+
 	_, rs := RuleSet()
 	for _, rule := range rs.Rules {
 		if !seen[rule.Predicate] {

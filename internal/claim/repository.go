@@ -58,6 +58,67 @@ func LockName(k RepositoryKey, t Target) string {
 	return "fleet-claim-" + hex.EncodeToString(sum[:])[:20]
 }
 
+// SlotName is the name of slot i of repository k's active claims, a coordination Lease
+// in the claim's namespace: a repository capped at N active claims (a GiteaRepository's
+// spec.maxActiveClaims) has slots 0..N-1, and each claim that publishes holds one.
+func SlotName(k RepositoryKey, i int) string {
+	return SlotsOf(k) + "-" + strconv.Itoa(i)
+}
+
+// SlotsOf is the label value, and the name prefix, that the slots of repository k share.
+func SlotsOf(k RepositoryKey) string {
+	sum := sha256.Sum256([]byte("slots|server=" + k.Server + "|id=" + strconv.FormatInt(k.ID, 10)))
+	return "fleet-slots-" + hex.EncodeToString(sum[:])[:20]
+}
+
+// Slot is what a claim reads of one slot of its repository.
+type Slot struct {
+	// Index is the slot's number; Holder the claim that holds it ("" when free).
+	Index  int
+	Holder string
+}
+
+// SlotChoice is which slot a claim takes.
+type SlotChoice struct {
+	// Held: the claim holds slot Index already (an earlier attempt took it).
+	Held bool
+	// Index is the slot to take: Create says it does not exist yet, else it exists and
+	// is free. Full: every slot below the limit is held by another claim.
+	Index  int
+	Create bool
+	Full   bool
+}
+
+// ChooseSlot picks the slot claim takes among slots (as read), below limit: the one it
+// holds already, else the lowest free one, else the lowest that does not exist yet.
+// Slots at or above the limit (left from a higher limit) are never taken, and their
+// holders keep them until they end.
+func ChooseSlot(slots []Slot, claim string, limit int) SlotChoice {
+	byIndex := make(map[int]Slot, len(slots))
+	for _, s := range slots {
+		if s.Holder == claim {
+			return SlotChoice{Held: true, Index: s.Index}
+		}
+		byIndex[s.Index] = s
+	}
+	for i := range limit {
+		s, exists := byIndex[i]
+		switch {
+		case !exists:
+			return SlotChoice{Index: i, Create: true}
+		case s.Holder == "":
+			return SlotChoice{Index: i}
+		}
+	}
+	return SlotChoice{Full: true}
+}
+
+// RepositoryAtLimit is the refusal of a claim whose repository has as many active claims
+// as its GiteaRepository's spec.maxActiveClaims allows: every slot is held.
+func RepositoryAtLimit(target Target) Result {
+	return loss(ruleRepositoryClaimLimit, target)
+}
+
 // RepositoryNotServed is the final refusal of a target in a repository the controller
 // does not serve in the claim's namespace: no GiteaRepository there names it, and it is
 // not the flags' repository.

@@ -1,6 +1,9 @@
 package claim
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestRepositoryRefusals(t *testing.T) {
 	target := Target{Repository: "acme/app", Kind: KindIssue, Number: 1}
@@ -92,5 +95,44 @@ func TestCanonicalBinding(t *testing.T) {
 	vf, _ := Validate(flags)
 	if vf.Pin == v.Pin {
 		t.Error("the same binding in the flags' repository and in a GiteaRepository pins alike")
+	}
+}
+
+func TestChooseSlot(t *testing.T) {
+	cases := []struct {
+		name  string
+		slots []Slot
+		limit int
+		want  SlotChoice
+	}{
+		{name: "no slot yet", limit: 2, want: SlotChoice{Index: 0, Create: true}},
+		{name: "the lowest free one", slots: []Slot{{0, "a"}, {1, ""}, {2, ""}}, limit: 3, want: SlotChoice{Index: 1}},
+		{name: "a free one before a missing one", slots: []Slot{{1, ""}}, limit: 2, want: SlotChoice{Index: 0, Create: true}},
+		{name: "the missing one after the held ones", slots: []Slot{{0, "a"}, {1, "b"}}, limit: 3, want: SlotChoice{Index: 2, Create: true}},
+		{name: "the one it holds already", slots: []Slot{{0, "a"}, {1, "me"}}, limit: 2, want: SlotChoice{Held: true, Index: 1}},
+		{name: "its own slot above a lowered limit", slots: []Slot{{0, "a"}, {3, "me"}}, limit: 1, want: SlotChoice{Held: true, Index: 3}},
+		{name: "every slot held", slots: []Slot{{0, "a"}, {1, "b"}}, limit: 2, want: SlotChoice{Full: true}},
+		{name: "a free slot above the limit is not taken", slots: []Slot{{0, "a"}, {1, ""}}, limit: 1, want: SlotChoice{Full: true}},
+		{name: "held slots above a lowered limit do not count", slots: []Slot{{0, ""}, {1, "a"}, {2, "b"}}, limit: 1, want: SlotChoice{Index: 0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ChooseSlot(tc.slots, "me", tc.limit); got != tc.want {
+				t.Fatalf("ChooseSlot = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSlotNames(t *testing.T) {
+	a, b := RepositoryKey{Server: "gitea-a", ID: 7}, RepositoryKey{Server: "gitea-b", ID: 7}
+	if SlotsOf(a) == SlotsOf(b) {
+		t.Fatal("two repositories with one ID on two servers share their slots")
+	}
+	if SlotName(a, 0) == SlotName(a, 1) || !strings.HasPrefix(SlotName(a, 9999), SlotsOf(a)+"-") || len(SlotName(a, 9999)) > 63 {
+		t.Fatalf("slot names %q, %q: not distinct, not under their prefix, or too long for a Lease", SlotName(a, 0), SlotName(a, 9999))
+	}
+	if LockName(a, Target{Repository: "x/y", Kind: KindIssue, Number: 1}) == SlotName(a, 1) {
+		t.Fatal("a slot is named like a lock")
 	}
 }

@@ -68,6 +68,7 @@ const (
 	ruleWorkerHoldsClaim         ruleID = "TC013"
 	ruleWorkerClaimLimit         ruleID = "TC014"
 	ruleRepositoryNotReady       ruleID = "TC015"
+	ruleRepositoryClaimLimit     ruleID = "TC016"
 	ruleTargetStateMismatch      ruleID = "TC020"
 	ruleHeadSHAMismatch          ruleID = "TC021"
 	ruleTargetStateIncomplete    ruleID = "TC022"

@@ -20,6 +20,9 @@ type Candidate struct {
 	Reason, Message string
 	// RuleSetDigest is the digest of the rule set its last check read back from Gitea.
 	RuleSetDigest string
+	// MaxActiveClaims caps the claims of the repository holding an active capability at
+	// once (0: no cap of its own).
+	MaxActiveClaims int32
 }
 
 // Resolution is where a claim's repository is, or why claims cannot be decided there.
