@@ -109,6 +109,31 @@ func (w *gwWorker) lsRemote(repo string) string {
 	return head
 }
 
+// git runs git in dir with the worker's gateway token, as a stock git configured with
+// only the gateway URL and that token would, and returns its output.
+func (w *gwWorker) git(dir string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"-c", "http.extraHeader=Authorization: Bearer " + w.saToken,
+		"-c", "user.name=" + w.identity, "-c", "user.email=" + w.identity + "@example.invalid"}, args...)...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// clone clones repo through the gateway into a new folder and returns it.
+func (w *gwWorker) clone(repo string) string {
+	GinkgoHelper()
+	dir := GinkgoT().TempDir()
+	out, err := w.git(dir, "clone", "-q", gatewayURL+"/"+repo+".git", "work")
+	Expect(err).NotTo(HaveOccurred(), "git clone: %s", out)
+	return dir + "/work"
+}
+
+// split2 is repo's owner and name, and branch: GetRepoBranch's arguments.
+func split2(repo, branch string) (string, string, string) {
+	owner, name := split(repo)
+	return owner, name, branch
+}
+
 // commentsBy counts the comments login wrote on issue #1 of repo on srv.
 func commentsBy(srv *testgitea.Server, repo, login string) func() int {
 	return func() int {
@@ -245,7 +270,7 @@ var _ = Describe("The gateway over GiteaRepositories on two Gitea servers", Orde
 
 	It("forwards a write to the server its claim was decided on, as the identity's account there", func() {
 		claimedOnB := claimsCounted(b.server, twin)
-		workB.activeClaim(twin, b.server)
+		tc := workB.activeClaim(twin, b.server)
 		Expect(claimsCounted(b.server, twin)).To(BeNumerically(">", claimedOnB), "the claim counts under server B's label")
 
 		owner, name := split(twin)
@@ -253,6 +278,23 @@ var _ = Describe("The gateway over GiteaRepositories on two Gitea servers", Orde
 		Expect(err).NotTo(HaveOccurred())
 		Expect(commentsBy(b.srv, twin, carol)()).To(Equal(1))
 		Expect(commentsBy(a.srv, twin, carol)()).To(BeZero(), "nothing reached the same-named repository on A")
+
+		By("git push: the author's work branch goes to its own repository through the gateway, and to no other repository")
+		other, err := b.srv.CreateRepo(ctx, b.srv.Token, testenv.Uniq("other"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(b.srv.AddCollaborator(ctx, other, carol)).To(Succeed(), "carol may write there in Gitea: only the gateway stands in the way")
+		branch := claim.WorkBranch(tc.Namespace, tc.Name)
+		work := workB.clone(twin)
+		Expect(workB.git(work, "commit", "-q", "--allow-empty", "-m", "progress on B")).Error().NotTo(HaveOccurred())
+		Expect(workB.git(work, "push", "-q", gatewayURL+"/"+twin+".git", "HEAD:refs/heads/"+branch)).Error().NotTo(HaveOccurred())
+		_, _, err = b.srv.Admin(ctx).GetRepoBranch(split2(twin, branch))
+		Expect(err).NotTo(HaveOccurred(), "the work branch is on B")
+		out, err := workB.git(work, "push", "-q", gatewayURL+"/"+other+".git", "HEAD:refs/heads/"+branch)
+		Expect(err).To(HaveOccurred(), "a push to another repository than the capability's: %s", out)
+		Expect(out).To(ContainSubstring("403"))
+		_, resp, _ := b.srv.Admin(ctx).GetRepoBranch(split2(other, branch))
+		Expect(resp).NotTo(BeNil())
+		Expect(resp.StatusCode).To(Equal(http.StatusNotFound), "nothing reached the other repository")
 
 		By("a worker of the other namespace, with no claim of its own, is refused on its own server")
 		ans := workerA.via(http.MethodPost, "/api/v1/repos/"+twin+"/issues/1/comments", map[string]string{"body": "me too"})
