@@ -126,7 +126,7 @@ run: ## Run the manager: against $$KUBECONFIG/in-cluster, or an embedded local c
 	case " $$args " in \
 	*" --gitea-url"*) ;; \
 	*) demoenv=$$(hack/demo.sh up); trap 'hack/demo.sh down' EXIT; source "$$demoenv"; \
-	   args="--gitea-url=$$GITEA_URL --gitea-token-file=$$FLEET_GITEA_TOKEN_FILE --repository=$$FLEET_REPOSITORY --install-manifests=$$FLEET_DEMO_MANIFESTS --banner-env-file=$$demoenv $$args" ;; \
+	   args="--gitea-url=$$GITEA_URL --gitea-token-file=$$FLEET_GITEA_TOKEN_FILE --repository=$$FLEET_REPOSITORY --install-manifests=$$FLEET_DEMO_MANIFESTS --install-manifests=$$FLEET_DEMO_OBJECTS --banner-env-file=$$demoenv $$args" ;; \
 	esac; \
 	go build -o bin/manager ./cmd && bin/manager $$args
 

@@ -127,7 +127,7 @@ func main() {
 		"Pace the row writes of this manager's applies to at most this many a second, all applies together, to spare a busy API server; 0 writes as fast as it answers.")
 	flag.IntVar(&o.pageRows, "plan-page-rows", retirement.PageMaxRows,
 		fmt.Sprintf("Rows per RetirementPlanPage, 1 to %d: fewer rows make smaller objects and more of them.", retirement.PageMaxRows))
-	flag.Func("install-manifests", "Folder of YAML manifests whose objects (namespaced ones too) are created in the embedded control plane after the project's own; repeatable. make run passes its local Gitea's gateway credentials here.", func(dir string) error {
+	flag.Func("install-manifests", "Folder of YAML manifests whose objects (namespaced ones too) are created in the embedded control plane after the project's own; repeatable. make run passes its local Gitea's gateway credentials here, and its GiteaServer and GiteaRepository.", func(dir string) error {
 		o.installDirs = append(o.installDirs, dir)
 		return nil
 	})

@@ -25,12 +25,13 @@
 #   - manifests/: the gateway credentials as Secrets labelled
 #     fleet.giteatools.dev/gitea-login=<login> in the namespace fleet-system (and that
 #     namespace), once for the flags' server and once more labelled
-#     fleet.giteatools.dev/gitea-server=demo for the GiteaServer; the GiteaServer, its
-#     token Secret and the GiteaRepository; for the manager's --install-manifests
-#     (docs/gateway.md).
+#     fleet.giteatools.dev/gitea-server=demo for the GiteaServer, and the GiteaServer's
+#     token Secret; objects/: the GiteaServer and the GiteaRepository (they need the
+#     project's CRDs); both for the manager's --install-manifests (docs/gateway.md).
 #
 # The env file (<dir>/env, mode 0600) holds `export` lines: GITEA_URL,
-# FLEET_REPOSITORY, FLEET_SECOND_REPOSITORY, FLEET_GITEA_TOKEN_FILE, FLEET_DEMO_MANIFESTS, the Gitea login, and
+# FLEET_REPOSITORY, FLEET_SECOND_REPOSITORY, FLEET_GITEA_TOKEN_FILE, FLEET_DEMO_MANIFESTS,
+# FLEET_DEMO_OBJECTS, the Gitea login, and
 # the token files.
 #
 # Environment: DEMO_GITEA_PORT (default 3000), GITEA_HOST (hack/gitea.sh), DEMO_DIR (default .cache/demo),
@@ -81,7 +82,7 @@ up() {
 	# shellcheck disable=SC1090
 	source "$envfile"
 	rm -rf "$DEMO"
-	mkdir -p "$DEMO/tokens" "$DEMO/manifests"
+	mkdir -p "$DEMO/tokens" "$DEMO/manifests" "$DEMO/objects"
 	chmod 700 "$DEMO"
 	umask 077
 	printf 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: %s\n' "$CREDS_NS" >"$DEMO/manifests/00-namespace.yaml"
@@ -136,7 +137,7 @@ up() {
 	for repo in "$REPO" "$DOCS"; do
 		api POST "/repos/$ORG/$repo/branch_protections" "{\"rule_name\":\"main\",\"enable_push\":true,\"enable_push_whitelist\":true,\"push_whitelist_usernames\":[\"$GITEA_ADMIN\"],\"required_approvals\":1,\"block_on_rejected_reviews\":true,\"dismiss_stale_approvals\":true}" >/dev/null
 	done
-	cat >"$DEMO/manifests/20-gitea-$SERVER.yaml" <<-YAML
+	cat >"$DEMO/manifests/20-gitea-$SERVER-token.yaml" <<-YAML
 		apiVersion: v1
 		kind: Secret
 		metadata:
@@ -145,7 +146,10 @@ up() {
 		type: Opaque
 		stringData:
 		  token: $GITEA_TOKEN
-		---
+	YAML
+	# The objects need the project's CRDs, which a cluster may not have yet when the
+	# Secrets above are applied: they are a folder of their own.
+	cat >"$DEMO/objects/gitea-$SERVER.yaml" <<-YAML
 		apiVersion: fleet.giteatools.dev/v1alpha1
 		kind: GiteaServer
 		metadata:
@@ -172,6 +176,7 @@ up() {
 		printf 'export FLEET_SECOND_REPOSITORY=%s/%s\n' "$ORG" "$DOCS"
 		printf 'export FLEET_GITEA_TOKEN_FILE=%s\n' "$DEMO/admin-token"
 		printf 'export FLEET_DEMO_MANIFESTS=%s\n' "$DEMO/manifests"
+		printf 'export FLEET_DEMO_OBJECTS=%s\n' "$DEMO/objects"
 		printf '# Gitea login (web UI, admin): %s, password: cat %s (0600, random per run)\n' "$GITEA_ADMIN" "$GITEA_ADMIN_PASSWORD_FILE"
 		printf '# Worker accounts: %s (no password anyone keeps), read-only tokens in %s/ (gateway tokens: Secrets in %s); main is protected\n' "${WORKERS[*]}" "$DEMO/tokens" "$CREDS_NS"
 	} >"$DEMO/env"
