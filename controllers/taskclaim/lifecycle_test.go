@@ -1,7 +1,6 @@
 package taskclaim_test
 
 import (
-	"sort"
 	"strings"
 	"time"
 
@@ -29,18 +28,9 @@ type ending struct {
 	audit  string            // last audited transition, "event" or "event/trigger"
 }
 
-var _ = Describe("Lifecycle", Ordered, func() {
-	observed := map[string]string{}
-	AfterAll(func() {
-		keys := make([]string, 0, len(observed))
-		for k := range observed {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			evidence("lifecycle %-44s %s", k, observed[k])
-		}
-	})
+// Each spec has a worker of its own, so the specs are not Ordered: Ginkgo spreads them
+// over its processes.
+var _ = Describe("Lifecycle", func() {
 
 	// expectEnded waits for the end of an active claim and checks everything an end means:
 	// the phase and reason, no capability (the worker is neutral again), the Gitea record in
@@ -77,7 +67,7 @@ var _ = Describe("Lifecycle", Ordered, func() {
 				"a freed lock is no longer owned by the claim: it outlives it, so its generation never starts over")
 		}
 		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", want.audit}))
-		observed[name] = want.phase + " endedReason=" + got.Status.EndedReason + " audit=" + want.audit
+		evidence("lifecycle %-44s %s", name, want.phase+" endedReason="+got.Status.EndedReason+" audit="+want.audit)
 		return got
 	}
 
@@ -104,7 +94,7 @@ var _ = Describe("Lifecycle", Ordered, func() {
 		Expect(holderOf(lease(tc.Namespace, t))).To(BeEmpty(), "the lock is freed")
 		Expect(eventsOf(transitionsOf(tc))).To(Equal([]string{"claimed", "released"}))
 		expectNeutral(w, t)
-		observed["deleted while active"] = "object gone, record released, lock freed"
+		evidence("lifecycle %-44s %s", "deleted while active", "object gone, record released, lock freed")
 	})
 
 	It("revokes on release and leaves the worker neutral, free to choose again", func() {
@@ -257,7 +247,7 @@ var _ = Describe("Lifecycle", Ordered, func() {
 		expectNeutral(w, t)
 		Expect(holderOf(lease(nsMain, t))).To(BeEmpty())
 		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", "revoked/ownership_loss"}))
-		observed["ownership loss: record garbled"] = "Revoked endedReason=" + got.Status.EndedReason + " audit=revoked/ownership_loss"
+		evidence("lifecycle %-44s %s", "ownership loss: record garbled", "Revoked endedReason="+got.Status.EndedReason+" audit=revoked/ownership_loss")
 	})
 
 	It("revokes on ownership loss: the lock was taken away", func() {
