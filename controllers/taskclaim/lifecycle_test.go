@@ -35,7 +35,7 @@ var _ = Describe("Lifecycle", func() {
 	// expectEnded waits for the end of an active claim and checks everything an end means:
 	// the phase and reason, no capability (the worker is neutral again), the Gitea record in
 	// its final state, the lock freed, and the audited transition.
-	expectEnded := func(name string, w *worker, tc *fleetv1alpha1.TaskClaim, want ending) *fleetv1alpha1.TaskClaim {
+	expectEnded := func(name string, w *worker, tc *fleetv1alpha1.TaskClaim, want ending) {
 		GinkgoHelper()
 		got := waitPhase(tc, want.phase)
 		Expect(got.Status.EndedReason).To(Equal(string(want.reason)))
@@ -68,7 +68,6 @@ var _ = Describe("Lifecycle", func() {
 		}
 		Expect(eventsOf(transitionsOf(got))).To(Equal([]string{"claimed", want.audit}))
 		evidence("lifecycle %-44s %s", name, want.phase+" endedReason="+got.Status.EndedReason+" audit="+want.audit)
-		return got
 	}
 
 	It("expires the capability at cycle completion", func() {
