@@ -54,7 +54,7 @@ func (r *HostPlanReconciler) retireRows(ctx context.Context, plan *fleetv1alpha1
 	}
 	cadence := r.approverRecheck()
 	renewal := retirement.RenewCadence(cadence, r.takeoverTimeout())
-	lastCheck, sinceCheck := r.Clock.Now(), 0 // apply checked the approval right before this loop
+	lastCheck, sinceCheck := r.Clock.Now(), 0
 	lastRenew, sinceRenew := hold.RenewedAt, 0
 	var run rowsRun
 	stop := func(at int, reason, interruption string) rowsRun {
@@ -84,7 +84,9 @@ func (r *HostPlanReconciler) retireRows(ctx context.Context, plan *fleetv1alpha1
 			*hold, lastRenew, sinceRenew = renewed, renewed.RenewedAt, 0
 		}
 		sinceRenew++
-		if cadence.Due(sinceCheck, r.Clock.Since(lastCheck)) {
+		// The first row's turn judges the approval again, right before the first write: the
+		// apply judged it before its reads, and a revocation since stops it here.
+		if i == 0 || cadence.Due(sinceCheck, r.Clock.Since(lastCheck)) {
 			if _, ok, why := r.stillApproved(ctx, plan); !ok {
 				return stop(i, retirement.ReasonApprovalRevoked,
 					retirement.ReasonApprovalRevoked+": the approval is no longer honoured ("+why+"); the remaining rows were left untouched")
