@@ -721,12 +721,7 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 			}
 			// Another applier takes the apply over between the last row and the report
 			// (as after a hold that lapsed while the API server was slow).
-			Eventually(func() error {
-				cur := getPlan(hp)
-				cur.Status.ApplyProgress.Applier, cur.Status.ApplyProgress.TakenOverFrom = "agent-taker", cur.Status.ApplyProgress.Applier
-				cur.Status.ApplyProgress.RenewedAt = metav1.NowMicro()
-				return k8sClient.Status().Update(ctx, cur)
-			}).Should(Succeed())
+			takeOverAs(hp, "agent-taker")
 			return nil
 		}
 		res, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
@@ -762,12 +757,7 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 				return
 			}
 			// Another applier takes the apply over (as after a lapsed hold).
-			Eventually(func() error {
-				cur := getPlan(hp)
-				cur.Status.ApplyProgress.Applier, cur.Status.ApplyProgress.TakenOverFrom = "agent-taker", cur.Status.ApplyProgress.Applier
-				cur.Status.ApplyProgress.RenewedAt = metav1.NowMicro()
-				return k8sClient.Status().Update(ctx, cur)
-			}).Should(Succeed())
+			takeOverAs(hp, "agent-taker")
 		}
 		_, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKeyFromObject(p)})
 		Expect(err).To(MatchError(ContainSubstring("another applier holds the apply")))
@@ -781,6 +771,18 @@ var _ = Describe("RetirementPlan apply across restarts: one applier, a report th
 		Expect(rec.count("Warning", "ApplyHoldLost")).To(Equal(1))
 	})
 })
+
+// takeOverAs writes, as a taker named applier would, that it took hp's apply over: the
+// hold's applier and a new renewedAt.
+func takeOverAs(hp *fleetv1alpha1.RetirementPlan, applier string) {
+	GinkgoHelper()
+	Eventually(func() error {
+		cur := getPlan(hp)
+		cur.Status.ApplyProgress.Applier, cur.Status.ApplyProgress.TakenOverFrom = applier, cur.Status.ApplyProgress.Applier
+		cur.Status.ApplyProgress.RenewedAt = metav1.NowMicro()
+		return k8sClient.Status().Update(ctx, cur)
+	}).Should(Succeed())
+}
 
 // meetBeforeIntent holds an applier at its approver check number at (the one right
 // before the intent is recorded) until release is closed, and closes arrived when it gets
