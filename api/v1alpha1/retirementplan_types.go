@@ -128,8 +128,11 @@ type RetirementPlanSpec struct {
 	// names a GiteaRepository of the plan's namespace (exactly one object may name it), or
 	// the manager's --repository repository when none does. Unset: the --repository
 	// repository, else the namespace's only GiteaRepository. A binding that names no
-	// repository of the namespace retires nothing: every row is preserved as
-	// repository_binding_ambiguous, saying why.
+	// repository of the namespace (or an object that has not resolved its Gitea
+	// repository ID) retires nothing: every row is preserved as
+	// repository_binding_ambiguous, saying why. Rows are compared with it, and
+	// fingerprinted, by what their names resolve to (a GiteaRepository's server and
+	// repository ID), not by spelling.
 	// +optional
 	// +kubebuilder:validation:MaxLength=256
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$`

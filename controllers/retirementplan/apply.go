@@ -69,7 +69,7 @@ func (r *HostPlanReconciler) apply(ctx context.Context, plan *fleetv1alpha1.Reti
 	} else if err != nil {
 		return failed(err.Error())
 	}
-	rows := apiconv.Rows(fresh.items)
+	rows := fresh.rows
 	var requested []string
 	if a := plan.Status.HostApproval; a != nil {
 		requested = a.WorkerIdentities

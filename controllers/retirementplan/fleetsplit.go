@@ -60,11 +60,11 @@ func (r *FleetPlanReconciler) fanOut(ctx context.Context, plan *fleetv1alpha1.Re
 	if err != nil {
 		return err
 	}
-	bound, err := r.binding(ctx, plan)
+	bound, repos, err := r.binding(ctx, plan)
 	if err != nil {
 		return err
 	}
-	rows := apiconv.Rows(reads.items)
+	rows := boundRows(reads.items, r.Repository, repos)
 	f := retirement.PlanFanout(rows, func(h string) bool { _, ok := reads.hosts.Agent(h); return ok })
 	// The rows no host plan covers are this fleet plan's own verdicts: their pages are
 	// written before the status that records them, like any plan's.

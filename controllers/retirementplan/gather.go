@@ -25,6 +25,9 @@ import (
 type world struct {
 	plan  retirement.Plan
 	items []fleetv1alpha1.WorkerRegistration
+	// rows are items as the retirement package reads them, each with its binding's
+	// canonical value in the namespace (boundRows).
+	rows []retirement.Row
 	// resourceVersion is the view the registrations were read at.
 	resourceVersion string
 	// snapshot summarises the registrations read, for a dry run (nil for an apply).
@@ -66,15 +69,16 @@ func (r *HostPlanReconciler) assess(ctx context.Context, plan *fleetv1alpha1.Ret
 	if err := r.APIReader.List(ctx, claims, client.InNamespace(plan.Namespace)); err != nil {
 		return world{}, fmt.Errorf("listing task claims (the workflow owners): %w", err)
 	}
-	bound, err := r.binding(ctx, plan)
+	bound, repos, err := r.binding(ctx, plan)
 	if err != nil {
 		return world{}, err
 	}
 	probes := r.probeAll(ctx, items, plan.Spec.HostID)
-	rows := apiconv.Rows(items)
+	rows := boundRows(items, r.Repository, repos)
 	p := retirement.BuildPlan(retirement.Input{
 		Rows:                 rows,
 		CanonicalRepository:  bound.Repository,
+		CanonicalBinding:     bound.Canonical(),
 		RepositoryProblem:    bound.Problem,
 		Now:                  r.Clock.Now(),
 		Host:                 r.Host,
@@ -84,19 +88,21 @@ func (r *HostPlanReconciler) assess(ctx context.Context, plan *fleetv1alpha1.Ret
 	if plan.Spec.HostID != "" {
 		p = retirement.ForHost(p, rows, plan.Spec.HostID)
 	}
-	return world{plan: p, items: items, resourceVersion: rv, snapshot: snapshot}, nil
+	return world{plan: p, items: items, rows: rows, resourceVersion: rv, snapshot: snapshot}, nil
 }
 
 // binding is the repository plan is bound to in its namespace (forge.Bind): the one its
 // status recorded when it was planned, else the one its spec names, else the default (the
-// --repository flag's, or the namespace's only GiteaRepository). The GiteaRepositories
-// are read straight from the API server, as the rows are: an object deleted or added
-// since the plan changes what an apply finds, and a binding that names no repository of
-// the namespace any more preserves every row.
-func (r *Deps) binding(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (forge.Binding, error) {
+// --repository flag's, or the namespace's only GiteaRepository); and the namespace's
+// GiteaRepositories it was resolved among, which the rows' bindings resolve among too
+// (boundRows). They are read straight from the API server, as the rows are: an object
+// deleted, added or replaced since the plan changes what an apply finds, and a binding
+// that names no repository of the namespace any more, or one whose object has not
+// resolved a Gitea repository ID (so it has no canonical value), preserves every row.
+func (r *Deps) binding(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) (forge.Binding, []forge.Candidate, error) {
 	list := &fleetv1alpha1.GiteaRepositoryList{}
 	if err := r.APIReader.List(ctx, list, client.InNamespace(plan.Namespace)); err != nil {
-		return forge.Binding{}, fmt.Errorf("listing the GiteaRepositories of %s (the plan's repository binding): %w", plan.Namespace, err)
+		return forge.Binding{}, nil, fmt.Errorf("listing the GiteaRepositories of %s (the plan's repository binding): %w", plan.Namespace, err)
 	}
 	cands := make([]forge.Candidate, 0, len(list.Items))
 	for i := range list.Items {
@@ -107,10 +113,28 @@ func (r *Deps) binding(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) 
 		requested = plan.Spec.CanonicalRepository
 	}
 	b := forge.Bind(requested, r.Repository, cands)
+	if b.Problem == "" && b.Canonical() == "" {
+		b.Problem = fmt.Sprintf("the GiteaRepository %s naming %s has not resolved a Gitea repository ID yet", b.Object, b.Repository)
+	}
 	if b.Problem != "" {
 		b.Repository = requested // what the plan names, for its status; it binds nothing
 	}
-	return b, nil
+	return b, cands, nil
+}
+
+// boundRows flattens the registrations into the retirement package's rows, each with the
+// canonical value of its own repository binding among the namespace's repositories (flags,
+// the --repository one, and repos): what a row is compared with the plan's binding by, and
+// what the fingerprints encode in its repository field. A row's binding that names no
+// repository there has none.
+func boundRows(items []fleetv1alpha1.WorkerRegistration, flags string, repos []forge.Candidate) []retirement.Row {
+	rows := apiconv.Rows(items)
+	for i := range rows {
+		if rows[i].Repository != "" {
+			rows[i].Binding = forge.Bind(rows[i].Repository, flags, repos).Canonical()
+		}
+	}
+	return rows
 }
 
 // planView is the resourceVersion of the registrations its fleet plan's fan-out read,

@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
-	"github.com/giteatools/fleet-controller/internal/apiconv"
 	"github.com/giteatools/fleet-controller/internal/conditions"
 	"github.com/giteatools/fleet-controller/internal/hostagent"
 	"github.com/giteatools/fleet-controller/internal/retirement"
@@ -138,8 +137,11 @@ func (r *HostPlanReconciler) planLostHost(ctx context.Context, plan *fleetv1alph
 	if err != nil {
 		return err
 	}
-	canonical := retirement.CanonicalRepository(plan.Status.CanonicalRepository, plan.Spec.CanonicalRepository, r.Repository)
-	p := retirement.LostHostPlan(apiconv.Rows(items), plan.Spec.HostID, canonical, detail)
+	bound, repos, err := r.binding(ctx, plan)
+	if err != nil {
+		return err
+	}
+	p := retirement.LostHostPlan(boundRows(items, r.Repository, repos), plan.Spec.HostID, bound.Repository, bound.Canonical(), detail)
 	ready, conds := planStatus(plan, p, r.Clock.Now())
 	conditions.Record(&plan.Status.Conditions, plan.Generation, ready, append(conds, lostCondition(detail))...)
 	plan.Status.Pages = nil

@@ -3,6 +3,8 @@ package forge
 import (
 	"fmt"
 	"strings"
+
+	"github.com/giteatools/fleet-controller/internal/claim"
 )
 
 // Binding is the repository a namespace's WorkerRegistration or RetirementPlan is bound
@@ -12,6 +14,9 @@ type Binding struct {
 	Repository string
 	// Object is the GiteaRepository that names it ("" for the flag's repository).
 	Object string
+	// Key is that GiteaRepository's server and the Gitea repository ID it resolved to
+	// (zero for the flag's repository; ID 0 while the object has not resolved one).
+	Key claim.RepositoryKey
 	// Problem says why the binding names no repository of the namespace ("" when it
 	// does). A binding with a problem binds nothing: whatever rests on it fails closed.
 	Problem string
@@ -35,7 +40,7 @@ func Bind(requested, flags string, candidates []Candidate) Binding {
 			return Binding{Repository: flags}
 		case len(candidates) == 1:
 			c := candidates[0]
-			return Binding{Repository: c.Owner + "/" + c.Repo, Object: c.Object}
+			return boundTo(c)
 		case len(candidates) == 0:
 			return Binding{Problem: "no repository is named, the namespace has no GiteaRepository, and the manager serves no --repository"}
 		}
@@ -49,11 +54,35 @@ func Bind(requested, flags string, candidates []Candidate) Binding {
 	}
 	switch {
 	case len(named) == 1:
-		return Binding{Repository: named[0].Owner + "/" + named[0].Repo, Object: named[0].Object}
+		return boundTo(named[0])
 	case len(named) > 1:
 		return Binding{Problem: fmt.Sprintf("the GiteaRepositories %s and %s both name %s; which one is meant cannot be told", named[0].Object, named[1].Object, req)}
 	case flags != "" && strings.EqualFold(req, strings.TrimSpace(flags)):
 		return Binding{Repository: req}
 	}
 	return Binding{Problem: fmt.Sprintf("%s is named by no GiteaRepository of the namespace, and it is not the manager's --repository", req)}
+}
+
+// boundTo is the binding to the GiteaRepository c.
+func boundTo(c Candidate) Binding {
+	return Binding{Repository: c.Owner + "/" + c.Repo, Object: c.Object, Key: claim.RepositoryKey{Server: c.Server, ID: c.ID}}
+}
+
+// Canonical is the binding's canonical value, the one retirement compares rows by and
+// puts into its fingerprints where a registration's repository binding goes: for a
+// GiteaRepository, its key "gitea:<server>/<id>" as a claim's pin holds it
+// (claim.CanonicalBinding), which a rename in Gitea does not change and which differs
+// for the same owner/name on another server; for the flag's repository, its lower-cased
+// owner/name. It is "" when b binds nothing, or binds an object that has not resolved its
+// Gitea repository ID yet: nothing can be compared with such a binding.
+func (b Binding) Canonical() string {
+	switch {
+	case b.Problem != "" || b.Repository == "":
+		return ""
+	case b.Object == "":
+		return claim.CanonicalBinding(b.Repository, claim.RepositoryKey{})
+	case b.Key.ID == 0 || b.Key.Server == "":
+		return ""
+	}
+	return claim.CanonicalBinding(b.Repository, b.Key)
 }

@@ -199,7 +199,7 @@ func TestHiddenProcessesRetireNothing(t *testing.T) {
 		st := start
 		return retirement.Row{
 			Name: name, Namespace: "fleet", ClientInstanceID: "inst-" + name, WorkerNamespace: "team",
-			Identity: "bot-" + name, Remote: "origin", Repository: "acme/widgets", HeartbeatTTLSeconds: "900",
+			Identity: "bot-" + name, Remote: "origin", Repository: "acme/widgets", Binding: "acme/widgets", HeartbeatTTLSeconds: "900",
 			HostID: testHost, BootID: boot, PID: pid, StartTime: &st, GenerationID: "gen-" + name,
 			SessionID: "sess-" + name, Phase: fleet.Active, OwnershipState: fleet.Stale,
 			LastHeartbeatAt: now.Add(-48 * time.Hour).Format(time.RFC3339),
@@ -220,7 +220,7 @@ func TestHiddenProcessesRetireNothing(t *testing.T) {
 				probes[r.Name] = retirement.Probe{State: fleet.PIDState(res.State), ObservedStartTime: res.ObservedStartTime, Detail: res.Detail}
 			}
 			plan := retirement.BuildPlan(retirement.Input{
-				Rows: rows, CanonicalRepository: "acme/widgets", Now: now, Host: host, Probes: probes,
+				Rows: rows, CanonicalRepository: "acme/widgets", CanonicalBinding: "acme/widgets", Now: now, Host: host, Probes: probes,
 			})
 			if plan.CandidateCount != 0 || len(plan.CandidateWorkerIdentities) != 0 {
 				t.Fatalf("candidates %v from a tree that hides processes", plan.CandidateWorkerIdentities)
@@ -246,7 +246,7 @@ func TestHiddenProcessesRetireNothing(t *testing.T) {
 			}
 			rows = rows[:2]
 			plan = retirement.BuildPlan(retirement.Input{
-				Rows: rows, CanonicalRepository: "acme/widgets", Now: now, Host: host, Probes: probes,
+				Rows: rows, CanonicalRepository: "acme/widgets", CanonicalBinding: "acme/widgets", Now: now, Host: host, Probes: probes,
 			})
 			if plan.CandidateCount != 2 {
 				t.Fatalf("visible tree: candidates %v, preserved %+v", plan.CandidateWorkerIdentities, plan.Preserved)

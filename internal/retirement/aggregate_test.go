@@ -51,7 +51,7 @@ func TestForHostKeepsTheRegistryFingerprintAndNarrowsTheRest(t *testing.T) {
 		{Name: "a", HostID: "A"}, {Name: "b", HostID: "B"}, {Name: "a2", HostID: "A"},
 	}
 	p := Plan{
-		RegistryFingerprint: "sha256:reg", CanonicalRepository: "acme/widgets",
+		RegistryFingerprint: "sha256:reg", CanonicalRepository: "acme/widgets", CanonicalBinding: "gitea:a/42",
 		Candidates:                    []Assessment{{WorkerIdentity: "a", ReasonCode: ReasonEligibleStaleOrphan}},
 		Preserved:                     []Assessment{{WorkerIdentity: "a2", ReasonCode: ReasonPIDAlive}, {WorkerIdentity: "b", ReasonCode: ReasonHostBindingUnproven}},
 		ProtectedActiveWorkflowOwners: []string{"a2", "b"},
@@ -66,7 +66,7 @@ func TestForHostKeepsTheRegistryFingerprintAndNarrowsTheRest(t *testing.T) {
 	if !reflect.DeepEqual(h.CandidateWorkerIdentities, []string{"a"}) || !reflect.DeepEqual(h.ProtectedActiveWorkflowOwners, []string{"a2"}) {
 		t.Errorf("identities %v owners %v", h.CandidateWorkerIdentities, h.ProtectedActiveWorkflowOwners)
 	}
-	if h.CandidateFingerprint != CandidateFingerprint([]Row{rows[0]}, "acme/widgets") {
+	if h.CandidateFingerprint != CandidateFingerprint([]Row{rows[0]}, "gitea:a/42") {
 		t.Errorf("candidate fingerprint is not over the host's candidates")
 	}
 }

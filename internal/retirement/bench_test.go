@@ -34,6 +34,7 @@ func benchInput(n int) Input {
 	in := Input{
 		Rows:                make([]Row, 0, n),
 		CanonicalRepository: testRepo,
+		CanonicalBinding:    testRepo,
 		Now:                 testNow,
 		Host:                testHost,
 		Probes:              make(map[string]Probe, n),

@@ -225,7 +225,7 @@ func TestDecideApplyCandidateSetEveryFingerprintField(t *testing.T) {
 		"workerNamespace":     func(r *Row) { r.WorkerNamespace += "x" },
 		"identity":            func(r *Row) { r.Identity += "x" },
 		"remote":              func(r *Row) { r.Remote += "x" },
-		"repository":          func(r *Row) { r.Repository = "acme/other" },
+		"repository":          func(r *Row) { r.Binding = "gitea:b/42" },
 		"heartbeatTTLSeconds": func(r *Row) { r.HeartbeatTTLSeconds = "901" },
 		"lastHeartbeatAt":     func(r *Row) { r.LastHeartbeatAt = testNow.Add(-3 * time.Hour).Format(time.RFC3339) },
 		"ownershipState":      func(r *Row) { r.OwnershipState = fleet.Live },

@@ -230,14 +230,22 @@ func checkProvenance(rc *rowContext) (string, bool) {
 }
 
 // checkRepository: the row must be bound to a repository written as exactly
-// owner/name and equal to the canonical repository. The comparison ignores
-// letter case because Gitea owner and repository names are
-// case-insensitive; surrounding whitespace on the row is not tolerated.
+// owner/name, and that name must bind, in the row's namespace, the very
+// repository the plan is bound to: their canonical values (Row.Binding,
+// Input.CanonicalBinding; server and Gitea repository ID for a GiteaRepository)
+// are equal. Gitea owner and repository names are case-insensitive, so letter
+// case is ignored; surrounding whitespace on the row is not tolerated.
 func checkRepository(rc *rowContext) (string, bool) {
 	r := rc.row.Repository
 	fail := func(detail string) (string, bool) {
 		rc.note(EvidenceRepository, r)
 		rc.note(EvidenceCanonicalRepository, rc.p.canonRepo)
+		if rc.row.Binding != "" {
+			rc.note(EvidenceBinding, rc.row.Binding)
+		}
+		if rc.p.canonBinding != "" {
+			rc.note(EvidenceCanonicalBinding, rc.p.canonBinding)
+		}
 		return detail, true
 	}
 	switch {
@@ -245,12 +253,19 @@ func checkRepository(rc *rowContext) (string, bool) {
 		return fail("the plan is bound to no repository: " + rc.p.in.RepositoryProblem)
 	case !rc.p.canonRepoOK:
 		return fail(fmt.Sprintf("canonical repository %q is not of the form owner/name", rc.p.in.CanonicalRepository))
+	case rc.p.canonBinding == "":
+		return fail(fmt.Sprintf("the plan's repository %q has no canonical binding (its repository object has not resolved a Gitea repository ID)", rc.p.canonRepo))
 	case r == "":
 		return fail("the registration has no repository binding")
 	case !isCanonicalRepository(r):
 		return fail(fmt.Sprintf("repository binding %q is not of the form owner/name", r))
-	case !strings.EqualFold(r, rc.p.canonRepo):
-		return fail(fmt.Sprintf("repository binding %q differs from the canonical repository %q", r, rc.p.canonRepo))
+	case rc.row.Binding == "":
+		return fail(fmt.Sprintf("repository binding %q names no repository of the namespace", r))
+	case rc.row.Binding != rc.p.canonBinding:
+		if !strings.EqualFold(r, rc.p.canonRepo) {
+			return fail(fmt.Sprintf("repository binding %q differs from the canonical repository %q", r, rc.p.canonRepo))
+		}
+		return fail(fmt.Sprintf("repository binding %q resolves to %s, the plan's binding to %s", r, rc.row.Binding, rc.p.canonBinding))
 	}
 	return "", false
 }

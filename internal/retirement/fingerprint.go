@@ -32,9 +32,9 @@ import (
 // and a change to the encoding or the field list (which is part of the
 // header) changes every token.
 const (
-	registryDomain  = "fleet.giteatools.dev/retirement/registry-fingerprint/v1"
-	candidateDomain = "fleet.giteatools.dev/retirement/candidate-fingerprint/v1"
-	rowDomain       = "fleet.giteatools.dev/retirement/row-fingerprint/v1"
+	registryDomain  = "fleet.giteatools.dev/retirement/registry-fingerprint/v2"
+	candidateDomain = "fleet.giteatools.dev/retirement/candidate-fingerprint/v2"
+	rowDomain       = "fleet.giteatools.dev/retirement/row-fingerprint/v2"
 )
 
 // fingerprintFields is the authoritative field list, in encoding order.
@@ -87,12 +87,13 @@ func RegistryFingerprint(rows []Row) string {
 }
 
 // CandidateFingerprint returns "sha256:<hex>" over the given candidate rows
-// together with the canonical repository (trimmed and lower-cased, matching
-// the case-insensitive repository comparison). It uses the same row
-// encoding as RegistryFingerprint under a different domain.
-func CandidateFingerprint(candidates []Row, canonicalRepository string) string {
+// together with the canonical value of the plan's repository binding
+// (Input.CanonicalBinding; trimmed and lower-cased, matching the case-insensitive
+// repository comparison). It uses the same row encoding as RegistryFingerprint
+// under a different domain.
+func CandidateFingerprint(candidates []Row, canonicalBinding string) string {
 	enc := encodeRows(candidates)
-	return enc.hash(candidateDomain, []string{normalizeRepository(canonicalRepository)}, enc.sortedOrder(candidates))
+	return enc.hash(candidateDomain, []string{normalizeRepository(canonicalBinding)}, enc.sortedOrder(candidates))
 }
 
 // encodedRows holds the canonical encoding of each row, back to back, in the
@@ -206,7 +207,16 @@ func appendRow(b []byte, r *Row, ttl ttlText) []byte {
 	b = appendString(b, r.WorkerNamespace)
 	b = appendString(b, r.Identity)
 	b = appendString(b, r.Remote)
-	b = appendString(b, r.Repository)
+	// The repository field holds the binding's canonical value when it binds, so the
+	// fingerprint names which repository (server and Gitea ID), not only how it is
+	// spelled; a binding that names nothing keeps the declared text, flagged apart.
+	if r.Binding != "" {
+		b = append(b, 'b')
+		b = appendString(b, r.Binding)
+	} else {
+		b = append(b, 'u')
+		b = appendString(b, r.Repository)
+	}
 	if ttl.valid {
 		b = append(b, 'n')
 	} else {
@@ -301,7 +311,13 @@ func RegistryFingerprintBeforeSiblings(rows []Row, fleetPlanRef, hostID string) 
 // resourceVersion, labels or conditions). An apply records it for each row it sets out
 // to write, so a takeover that resumes the apply can tell a row the approval still
 // describes from one that changed since.
+//
+// It is over the row's own content: the repository as the row declares it, not what that
+// name resolves to in the namespace (Row.Binding), which is not the row's to change and
+// which the fresh plan of every apply and takeover judges again. So a row fingerprinted
+// before it was bound and read again after still compares equal.
 func RowFingerprint(r Row) string {
+	r.Binding = ""
 	enc := encodeRows([]Row{r})
 	return enc.hash(rowDomain, nil, []int32{0})
 }

@@ -89,7 +89,7 @@ var fieldMutators = map[string]func(r *Row){
 	"workerNamespace":     func(r *Row) { r.WorkerNamespace += "x" },
 	"identity":            func(r *Row) { r.Identity += "x" },
 	"remote":              func(r *Row) { r.Remote = "prgs" },
-	"repository":          func(r *Row) { r.Repository = "acme/other" },
+	"repository":          func(r *Row) { r.Binding = "gitea:b/42" },
 	"heartbeatTTLSeconds": func(r *Row) { r.HeartbeatTTLSeconds = "901" },
 	"lastHeartbeatAt":     func(r *Row) { r.LastHeartbeatAt = "2026-03-01T10:00:01Z" },
 	"ownershipState":      func(r *Row) { r.OwnershipState = "live" },
@@ -208,6 +208,42 @@ func TestFingerprintNoDelimiterInjection(t *testing.T) {
 	}
 }
 
+// The repository field holds the binding's canonical value: a different spelling of the
+// same bound repository (a rename in Gitea, letter case) moves no fingerprint, the same
+// spelling bound to another repository does, and an unbound row's declared text counts,
+// apart from any bound value.
+func TestFingerprintRepositoryIsTheBinding(t *testing.T) {
+	base := fpRows()
+	want := RegistryFingerprint(base)
+	rows := fpRows()
+	rows[0].Repository = "ACME/Renamed"
+	if RegistryFingerprint(rows) != want {
+		t.Errorf("a different spelling of the same binding moved the registry fingerprint")
+	}
+	rows = fpRows()
+	rows[0].Binding = "gitea:a/1"
+	if RegistryFingerprint(rows) == want {
+		t.Errorf("the same spelling bound to another repository did not move the registry fingerprint")
+	}
+	unbound := fpRows()
+	unbound[0].Binding = ""
+	if RegistryFingerprint(unbound) == want {
+		t.Errorf("a row whose name binds nothing fingerprints like a bound one")
+	}
+	other := fpRows()
+	other[0].Binding = ""
+	other[0].Repository = "acme/other"
+	if RegistryFingerprint(other) == RegistryFingerprint(unbound) {
+		t.Errorf("an unbound row's declared repository does not count")
+	}
+	spoof := fpRows()
+	spoof[0].Binding = ""
+	spoof[0].Repository = testRepo
+	if RegistryFingerprint(spoof) == want {
+		t.Errorf("an unbound row declaring the bound value's text collides with the bound row")
+	}
+}
+
 func TestCandidateFingerprintBindsRepository(t *testing.T) {
 	rows := fpRows()
 	if CandidateFingerprint(rows, "acme/widgets") == CandidateFingerprint(rows, "acme/gadgets") {
@@ -322,5 +358,21 @@ func TestNumberHelpers(t *testing.T) {
 		if (err != nil) != tt.err || d != tt.dur {
 			t.Errorf("%q.Duration() = %v, %v; want %v (err %v)", tt.n, d, err, tt.dur, tt.err)
 		}
+	}
+}
+
+// A row's own fingerprint is over what the row holds: whether its repository name was
+// resolved in the namespace when it was read does not change it, its declared name does.
+func TestRowFingerprintIsTheRowsOwn(t *testing.T) {
+	bound := eligibleRow("a", 10)
+	unbound := bound
+	unbound.Binding = ""
+	if RowFingerprint(bound) != RowFingerprint(unbound) {
+		t.Fatalf("the row fingerprint depends on the binding's resolution")
+	}
+	other := bound
+	other.Repository = "acme/other"
+	if RowFingerprint(other) == RowFingerprint(bound) {
+		t.Fatalf("the row fingerprint does not cover the declared repository")
 	}
 }

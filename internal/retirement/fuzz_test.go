@@ -90,6 +90,7 @@ func fuzzInput(data []byte) Input {
 	hb := []string{"", "garbage", "2026-03-01T11:59:00Z", "2026-03-01T09:00:00Z", "2026-03-01T12:00:00Z", "2026-03-01T11:50:00.5+00:00", "2026-03-01T11:00:00"}
 	in := Input{
 		CanonicalRepository: testRepo,
+		CanonicalBinding:    testRepo,
 		Now:                 testNow,
 		Host:                testHost,
 		Probes:              map[string]Probe{},
@@ -97,6 +98,7 @@ func fuzzInput(data []byte) Input {
 	switch src.next() % 16 {
 	case 0:
 		in.CanonicalRepository = src.pick("ACME/widgets", "", "bad", "a/b/c")
+		in.CanonicalBinding = src.pick("acme/widgets", "", "gitea:a/42")
 	case 1:
 		in.Host = Host{HostID: src.pick("host-a", ""), BootID: src.pick("boot-1", "")}
 	case 2:
@@ -112,6 +114,7 @@ func fuzzInput(data []byte) Input {
 		func(r *Row) { r.Remote = src.pick("dadeschools", "prgs", "") },
 		func(r *Row) {
 			r.Repository = src.pick("Acme/Widgets", "acme/other", "", "acme/widgets/x", " acme/widgets")
+			r.Binding = src.pick("acme/widgets", "", "acme/other", "gitea:a/42", "gitea:b/42")
 		},
 		func(r *Row) {
 			r.HeartbeatTTLSeconds = Number(src.pick("900.0", "0", "-5", "NaN", "", "1e400", "60", "1e-30"))
@@ -173,7 +176,7 @@ func FuzzFingerprint(f *testing.F) {
 		if RegistryFingerprint(rev) != fp {
 			t.Fatalf("depends on row order")
 		}
-		if CandidateFingerprint(rev, in.CanonicalRepository) != CandidateFingerprint(in.Rows, in.CanonicalRepository) {
+		if CandidateFingerprint(rev, in.CanonicalBinding) != CandidateFingerprint(in.Rows, in.CanonicalBinding) {
 			t.Fatalf("candidate fingerprint depends on row order")
 		}
 		if len(in.Rows) > 0 {

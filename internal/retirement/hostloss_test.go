@@ -40,7 +40,7 @@ func TestLostHostPlan(t *testing.T) {
 		{Name: "e2", HostID: "E", Phase: fleet.Retired},
 		{Name: "a1", HostID: "A", Phase: fleet.Active},
 	}
-	p := LostHostPlan(rows, "E", "acme/widgets", "agent of E gone")
+	p := LostHostPlan(rows, "E", "acme/widgets", "acme/widgets", "agent of E gone")
 	if p.Outcome != OutcomePlanned || p.CandidateCount != 0 || len(p.CandidateWorkerIdentities) != 0 {
 		t.Fatalf("a lost host plan has no candidate: %+v", p)
 	}

@@ -129,8 +129,9 @@ func LostHostDetail(hostID string, l HostLease, grace time.Duration) string {
 // LostHostPlan is the host plan of a lost host that never planned: every row of the host
 // preserved (Active rows as host_binding_unproven, the others as
 // already_terminal_registration), no candidate. The registry fingerprint stays the whole
-// namespace's, like any host plan's.
-func LostHostPlan(rows []Row, hostID, canonical, detail string) Plan {
+// namespace's, like any host plan's; canonical and binding are the plan's repository
+// binding and its canonical value (Input.CanonicalRepository, Input.CanonicalBinding).
+func LostHostPlan(rows []Row, hostID, canonical, binding, detail string) Plan {
 	var mine []Row
 	for i := range rows {
 		if rows[i].HostID == hostID {
@@ -141,8 +142,9 @@ func LostHostPlan(rows []Row, hostID, canonical, detail string) Plan {
 	p := Plan{
 		Outcome:               OutcomePlanned,
 		RegistryFingerprint:   RegistryFingerprint(rows),
-		CandidateFingerprint:  CandidateFingerprint(nil, canonical),
-		CanonicalRepository:   canonical,
+		CandidateFingerprint:  CandidateFingerprint(nil, binding),
+		CanonicalRepository:   normalizeRepository(canonical),
+		CanonicalBinding:      normalizeRepository(binding),
 		PreservedReasonCounts: map[string]int{},
 		ReadOnly:              true,
 	}

@@ -39,6 +39,6 @@ func ForHost(p Plan, rows []Row, hostID string) Plan {
 	out.CandidateWorkerIdentities = NormalizeIdentities(out.CandidateWorkerIdentities)
 	out.CandidateCount, out.PreservedCount = len(out.Candidates), len(out.Preserved)
 	out.AssessedCount = out.CandidateCount + out.PreservedCount
-	out.CandidateFingerprint = CandidateFingerprint(candRows, p.CanonicalRepository)
+	out.CandidateFingerprint = CandidateFingerprint(candRows, p.CanonicalBinding)
 	return out
 }

@@ -66,17 +66,18 @@ func (b *bucket) add(i, rank int32) {
 
 // planner holds the input and the cross-row indexes used by the checks.
 type planner struct {
-	in          *Input
-	canonRepo   string
-	canonRepoOK bool
-	owners      map[string]struct{}
-	procIdx     map[procKey]bucket
-	sessIdx     map[string]bucket
-	genIdx      map[string]bucket
-	cidIdx      map[cidKey]bucket
-	ctx         []rowContext
-	notes       []evidenceEntry // failure-specific evidence of the row being assessed
-	text        []byte          // arena for per-row formatted text, see BuildPlan
+	in           *Input
+	canonRepo    string
+	canonRepoOK  bool
+	canonBinding string
+	owners       map[string]struct{}
+	procIdx      map[procKey]bucket
+	sessIdx      map[string]bucket
+	genIdx       map[string]bucket
+	cidIdx       map[cidKey]bucket
+	ctx          []rowContext
+	notes        []evidenceEntry // failure-specific evidence of the row being assessed
+	text         []byte          // arena for per-row formatted text, see BuildPlan
 }
 
 // others returns the names of possibly-live rows in b other than rc's own
@@ -119,11 +120,12 @@ func BuildPlan(in Input) Plan {
 	rows := in.Rows
 	n := len(rows)
 	p := &planner{
-		in:        &in,
-		canonRepo: normalizeRepository(in.CanonicalRepository),
-		owners:    make(map[string]struct{}, len(in.ActiveWorkflowOwners)),
-		ctx:       make([]rowContext, n),
-		text:      make([]byte, 0, 32*n),
+		in:           &in,
+		canonRepo:    normalizeRepository(in.CanonicalRepository),
+		canonBinding: normalizeRepository(in.CanonicalBinding),
+		owners:       make(map[string]struct{}, len(in.ActiveWorkflowOwners)),
+		ctx:          make([]rowContext, n),
+		text:         make([]byte, 0, 32*n),
 	}
 	p.canonRepoOK = isCanonicalRepository(p.canonRepo)
 	for _, o := range in.ActiveWorkflowOwners {
@@ -162,6 +164,7 @@ func BuildPlan(in Input) Plan {
 		Outcome:               OutcomePlanned,
 		RegistryFingerprint:   enc.hash(registryDomain, nil, order),
 		CanonicalRepository:   p.canonRepo,
+		CanonicalBinding:      p.canonBinding,
 		PreservedReasonCounts: map[string]int{},
 		AssessedCount:         n,
 		ReadOnly:              true,
@@ -252,7 +255,7 @@ func BuildPlan(in Input) Plan {
 	}
 	clear(all[w:]) // drop references to the moved candidates
 	plan.Preserved = all[:w:w]
-	plan.CandidateFingerprint = enc.hash(candidateDomain, []string{p.canonRepo}, candOrder)
+	plan.CandidateFingerprint = enc.hash(candidateDomain, []string{p.canonBinding}, candOrder)
 	plan.CandidateCount = len(plan.Candidates)
 	plan.PreservedCount = len(plan.Preserved)
 	return plan

@@ -47,6 +47,7 @@ func eligibleRow(name string, pid int64) Row {
 		Identity:            "bot-" + name,
 		Remote:              "dadeschools",
 		Repository:          testRepo,
+		Binding:             testRepo,
 		HeartbeatTTLSeconds: "900",
 		HostID:              testHost.HostID,
 		BootID:              testHost.BootID,
@@ -80,6 +81,7 @@ func baseInput() Input {
 	return Input{
 		Rows:                []Row{eligibleRow("keeper", 100), eligibleRow("target", 200)},
 		CanonicalRepository: testRepo,
+		CanonicalBinding:    testRepo,
 		Now:                 testNow,
 		Host:                testHost,
 		Probes:              map[string]Probe{"keeper": gone(), "target": gone()},
@@ -122,7 +124,9 @@ func TestPreserveReasonPerCode(t *testing.T) {
 		}},
 		{"legacy pid- instance", ReasonUntrustedProvenance, func(_ *Input, r *Row) { r.ClientInstanceID = "pid-4242" }},
 		{"legacy proc- instance", ReasonUntrustedProvenance, func(_ *Input, r *Row) { r.ClientInstanceID = "proc-4242" }},
-		{"other repository", ReasonRepositoryAmbiguous, func(_ *Input, r *Row) { r.Repository = "acme/other" }},
+		{"other repository", ReasonRepositoryAmbiguous, func(_ *Input, r *Row) { r.Repository, r.Binding = "acme/other", "acme/other" }},
+		{"a name that binds nothing", ReasonRepositoryAmbiguous, func(_ *Input, r *Row) { r.Repository, r.Binding = "acme/ghost", "" }},
+		{"the same name, bound to another server's repository", ReasonRepositoryAmbiguous, func(_ *Input, r *Row) { r.Binding = "gitea:b/42" }},
 		{"no repository", ReasonRepositoryAmbiguous, func(_ *Input, r *Row) { r.Repository = "" }},
 		{"non-canonical repository", ReasonRepositoryAmbiguous, func(_ *Input, r *Row) { r.Repository = "acme/widgets/extra" }},
 		{"other host, unprobed", ReasonHostBindingUnproven, func(in *Input, r *Row) { r.HostID = "host-b"; delete(in.Probes, "target") }},
@@ -428,7 +432,7 @@ func checkPlanShape(t *testing.T, in Input, p Plan) {
 			t.Fatalf("preserved %q lacks evidence", a.WorkerIdentity)
 		}
 	}
-	if got := CandidateFingerprint(cand, in.CanonicalRepository); got != p.CandidateFingerprint {
+	if got := CandidateFingerprint(cand, in.CanonicalBinding); got != p.CandidateFingerprint {
 		t.Fatalf("candidate fingerprint %s != recomputed %s", p.CandidateFingerprint, got)
 	}
 	if got := RegistryFingerprint(in.Rows); got != p.RegistryFingerprint {
@@ -457,8 +461,11 @@ func TestFailureSpecificEvidence(t *testing.T) {
 		{"other host records the discarded probe", func(_ *Input, r *Row) { r.HostID = "host-b" }, map[string]string{
 			EvidenceProbeState: "gone", EvidenceEffectiveProbeState: "unknown", EvidenceRowHostID: "host-b", EvidenceHostID: "host-a",
 		}, nil},
-		{"repository", func(_ *Input, r *Row) { r.Repository = "acme/x" }, map[string]string{
-			EvidenceRepository: "acme/x", EvidenceCanonicalRepository: testRepo,
+		{"repository", func(_ *Input, r *Row) { r.Repository, r.Binding = "acme/x", "" }, map[string]string{
+			EvidenceRepository: "acme/x", EvidenceCanonicalRepository: testRepo, EvidenceCanonicalBinding: testRepo,
+		}, []string{EvidenceBinding}},
+		{"repository bound elsewhere", func(_ *Input, r *Row) { r.Binding = "gitea:b/42" }, map[string]string{
+			EvidenceRepository: testRepo, EvidenceBinding: "gitea:b/42", EvidenceCanonicalBinding: testRepo,
 		}, nil},
 		{"incomplete", func(_ *Input, r *Row) { r.HeartbeatTTLSeconds = "NaN"; r.Remote = "" }, map[string]string{
 			EvidenceMissingFields: "remote,heartbeatTTLSeconds", EvidenceHeartbeatTTLSeconds: "NaN",
@@ -504,5 +511,40 @@ func TestPlanBoundToNoRepository(t *testing.T) {
 		if !strings.Contains(a.Detail, in.RepositoryProblem) {
 			t.Fatalf("%s: detail %q does not say why", a.WorkerIdentity, a.Detail)
 		}
+	}
+}
+
+// A plan whose repository object has not resolved its Gitea repository ID has no
+// canonical binding: nothing can be compared with it, so every row is preserved.
+func TestPlanWithoutCanonicalBindingPreservesAll(t *testing.T) {
+	in := baseInput()
+	in.CanonicalBinding = ""
+	p := BuildPlan(in)
+	if p.CandidateCount != 0 || p.PreservedReasonCounts[ReasonRepositoryAmbiguous] != len(in.Rows) {
+		t.Fatalf("plan = %+v, want every row %s", p.PreservedReasonCounts, ReasonRepositoryAmbiguous)
+	}
+	for _, a := range p.Preserved {
+		if !strings.Contains(a.Detail, "no canonical binding") {
+			t.Errorf("%s: detail %q does not say the plan's binding has no canonical value", a.WorkerIdentity, a.Detail)
+		}
+	}
+}
+
+// Rows and plan compare by the binding's canonical value: two rows spelling the bound
+// repository differently are both candidates, and a row whose name now resolves to a
+// repository on another server is not, though its spelling equals the plan's.
+func TestRepositoryComparedByCanonicalBinding(t *testing.T) {
+	in := baseInput()
+	in.CanonicalBinding = "gitea:a/42"
+	in.Rows[0].Binding = "gitea:a/42"
+	in.Rows[0].Repository = "ACME/Widgets"
+	in.Rows[1].Binding = "gitea:b/42"
+	p := BuildPlan(in)
+	if p.CandidateCount != 1 || p.Candidates[0].WorkerIdentity != "keeper" {
+		t.Fatalf("candidates = %v, want keeper only", p.CandidateWorkerIdentities)
+	}
+	a, _ := findAssessment(p, "target")
+	if a.ReasonCode != ReasonRepositoryAmbiguous || !strings.Contains(a.Detail, "resolves to gitea:b/42") {
+		t.Fatalf("target = %+v, want %s saying where its binding resolves", a, ReasonRepositoryAmbiguous)
 	}
 }

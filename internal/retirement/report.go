@@ -52,18 +52,6 @@ const (
 	ConditionApplyFailed = "ApplyFailed"
 )
 
-// CanonicalRepository is the repository binding a plan is made for: the one the plan
-// already recorded, else the one its spec names, else the controller's default. A plan
-// never changes its binding between plan and apply.
-func CanonicalRepository(recorded, requested, controllerDefault string) string {
-	for _, r := range []string{recorded, requested} {
-		if r != "" {
-			return r
-		}
-	}
-	return controllerDefault
-}
-
 // PlanListing is what a plan's status lists: the bounded assessments, the identities an
 // approval can name, and the message for people.
 type PlanListing struct {

@@ -7,23 +7,6 @@ import (
 	"testing"
 )
 
-func TestCanonicalRepository(t *testing.T) {
-	tests := []struct {
-		recorded, requested, def, want string
-	}{
-		{"", "", "acme/default", "acme/default"},
-		{"", "acme/spec", "acme/default", "acme/spec"},
-		{"acme/recorded", "acme/spec", "acme/default", "acme/recorded"},
-		{"acme/recorded", "", "", "acme/recorded"},
-		{"", "", "", ""},
-	}
-	for _, tt := range tests {
-		if got := CanonicalRepository(tt.recorded, tt.requested, tt.def); got != tt.want {
-			t.Errorf("CanonicalRepository(%q, %q, %q) = %q, want %q", tt.recorded, tt.requested, tt.def, got, tt.want)
-		}
-	}
-}
-
 // planOf builds a plan with n candidates and m preserved rows (assessments only).
 func planOf(n, m int) Plan {
 	p := Plan{Outcome: OutcomePlanned, CandidateCount: n, PreservedCount: m, AssessedCount: n + m}

@@ -132,8 +132,15 @@ type Row struct {
 	Identity string
 	// Remote names the Gitea remote.
 	Remote string
-	// Repository is the repository binding, canonical form owner/name.
+	// Repository is the repository binding as the registration declares it, canonical
+	// form owner/name.
 	Repository string
+	// Binding is the canonical value of that binding in the row's namespace, as the
+	// controller resolved it (forge.Binding.Canonical): "gitea:<server>/<id>" for a
+	// GiteaRepository, the lower-cased owner/name for the --repository one, "" when the
+	// name binds no repository there. The fingerprints encode it in the repository
+	// field's place, and rows are compared with the plan's binding by it.
+	Binding string
 	// HeartbeatTTLSeconds is the heartbeat TTL as a decimal number.
 	HeartbeatTTLSeconds Number
 	// HostID is the machine id the worker process ran on.
@@ -190,6 +197,10 @@ type Input struct {
 	Rows []Row
 	// CanonicalRepository is the expected repository binding (owner/name).
 	CanonicalRepository string
+	// CanonicalBinding is the canonical value of the plan's binding (see Row.Binding):
+	// a row is retired only when its Binding equals it, and the candidate fingerprint
+	// binds it. "" binds nothing: every row is preserved.
+	CanonicalBinding string
 	// RepositoryProblem, when set, says why the plan's binding names no repository of
 	// its namespace: every row is then preserved as repository_ambiguous, with this
 	// detail.
@@ -232,6 +243,9 @@ type Plan struct {
 	// CanonicalRepository is the repository binding the plan was made for,
 	// trimmed and lower-cased.
 	CanonicalRepository string
+	// CanonicalBinding is that binding's canonical value (Input.CanonicalBinding), the
+	// one the candidate fingerprint binds.
+	CanonicalBinding string
 	// CandidateWorkerIdentities are the candidates' names, sorted.
 	CandidateWorkerIdentities []string
 	// Candidates are the eligible rows' assessments, sorted by identity.
@@ -285,6 +299,10 @@ const (
 	EvidenceRepository = "repository"
 	// EvidenceCanonicalRepository is the expected binding.
 	EvidenceCanonicalRepository = "canonicalRepository"
+	// EvidenceBinding is the canonical value the row's binding resolved to.
+	EvidenceBinding = "repositoryBinding"
+	// EvidenceCanonicalBinding is the canonical value of the plan's binding.
+	EvidenceCanonicalBinding = "canonicalBinding"
 	// EvidenceLastHeartbeatAt is the stored heartbeat text.
 	EvidenceLastHeartbeatAt = "lastHeartbeatAt"
 	// EvidenceHeartbeatTTLSeconds is the canonical TTL (or the raw text when
