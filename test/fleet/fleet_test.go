@@ -266,6 +266,91 @@ var _ = Describe("Retirement across several hosts, driven from outside", Ordered
 			time.Since(start).Round(time.Second), freshChanges.Load()-freshBefore)
 	})
 
+	It("retires, on both agents' hosts, only the dead rows of the GiteaRepository a plan is bound to, while workers of two repositories heartbeat", func() {
+		start := time.Now()
+		startManager(hostA)
+		startManager(hostB)
+		waitAgents(hostA, hostB)
+		ns := newNamespace("fleet-e2e-bound")
+
+		By("two GiteaRepositories of the namespace, on one server, each with the Gitea repository ID it resolved to")
+		for name, ownerName := range map[string]string{"app": "acme/app", "lib": "acme/lib"} {
+			owner, repo, _ := strings.Cut(ownerName, "/")
+			kubectlApply(ns, fmt.Sprintf(`apiVersion: fleet.giteatools.dev/v1alpha1
+kind: GiteaRepository
+metadata:
+  name: %s
+spec:
+  server: forge
+  owner: %s
+  name: %s
+`, name, owner, repo))
+		}
+		// No Gitea runs here, so nothing resolves them: the IDs are recorded as the
+		// GiteaRepository reconciler would, once.
+		kubectl("-n", ns, "patch", "gitearepository", "app", "--subresource=status", "--type=merge", "-p", `{"status":{"repositoryID":11}}`)
+		kubectl("-n", ns, "patch", "gitearepository", "lib", "--subresource=status", "--type=merge", "-p", `{"status":{"repositoryID":12}}`)
+
+		By("live and dead workers of both repositories on both hosts")
+		var dead []*worker
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, h := range []string{hostA, hostB} {
+			short := h[len(h)-1:]
+			for _, repo := range []string{"app", "lib"} {
+				for _, state := range []string{"live", "dead"} {
+					wg.Add(1)
+					go func() {
+						defer GinkgoRecover()
+						defer wg.Done()
+						w := startWorkerOf(ns, fmt.Sprintf("%s-%s-%s", state, repo, short), h, "acme/"+repo)
+						if state == "dead" {
+							mu.Lock()
+							dead = append(dead, w)
+							mu.Unlock()
+						}
+					}()
+				}
+			}
+		}
+		wg.Wait()
+		for _, w := range dead {
+			w.kill()
+		}
+		wantRetired := []string{"dead-app-a", "dead-app-b"}
+		Eventually(func(g Gomega) {
+			st := ownershipOf(ns)
+			for _, n := range []string{"dead-app-a", "dead-app-b", "dead-lib-a", "dead-lib-b"} {
+				g.Expect(st[n]).To(Equal("Active/stale"), n)
+			}
+		}, 30*time.Second).Should(Succeed())
+		Expect(kubectl("-n", ns, "get", "workerregistration", "dead-lib-a", "-o",
+			`jsonpath={.status.conditions[?(@.type=="RepositoryBound")].status}`)).To(Equal("True"), "a worker's binding names a repository of its namespace")
+
+		By("a plan bound to acme/app: the other repository's dead rows are kept, on both hosts")
+		kubectlApply(ns, planManifestOf("retire-app", "acme/app", ""))
+		Eventually(func() string { return outcomeOf(ns, "retire-app") }).Should(Equal("planned"))
+		Expect(strings.Fields(jsonpath(ns, "retire-app", `range .status.candidateWorkerIdentities[*]}{@}{" "}{end`))).To(Equal(wantRetired))
+		preserved := preservedReasons(ns, "retire-app", "preserved")
+		for _, n := range []string{"dead-lib-a", "dead-lib-b"} {
+			Expect(preserved).To(HaveKeyWithValue(n, retirement.ReasonRepositoryAmbiguous))
+		}
+
+		By("the approval lands seconds later, while every live worker keeps heartbeating")
+		time.Sleep(3 * time.Second)
+		kubectlApply(ns, planManifestOf("retire-app", "acme/app", candidateApproval(ns, "retire-app")))
+		Eventually(func() string { return outcomeOf(ns, "retire-app") }).Should(Equal("applied"))
+		Expect(jsonpath(ns, "retire-app", ".status.success")).To(Equal("true"))
+		Expect(retiredBy(ns, "retire-app")).To(ConsistOf(wantRetired))
+		st := ownershipOf(ns)
+		Expect(st).To(HaveKeyWithValue("dead-lib-a", "Active/stale"))
+		Expect(st).To(HaveKeyWithValue("dead-lib-b", "Active/stale"))
+		for _, n := range []string{"live-app-a", "live-app-b", "live-lib-a", "live-lib-b"} {
+			Expect(st).To(HaveKeyWithValue(n, "Active/live"))
+		}
+		GinkgoWriter.Printf("bound-plan spec: %s\n", time.Since(start).Round(time.Second))
+	})
+
 	It("resumes the apply when the host's manager is killed between two row writes and a new one starts: "+
 		"every approved row retired or kept with a reason, nothing twice, a row changed after the kill kept", func() {
 		const hostR = "fleet-e2e-host-r"

@@ -141,12 +141,18 @@ type worker struct {
 	regPID int
 }
 
-// startWorker runs `kubectl fleet run -- sleep 600` as worker name on hostID in ns and
-// waits until its registration exists.
+// startWorker runs `kubectl fleet run -- sleep 600` as worker name on hostID in ns, bound
+// to the managers' --repository, and waits until its registration exists.
 func startWorker(ns, name, hostID string) *worker {
 	GinkgoHelper()
+	return startWorkerOf(ns, name, hostID, repository)
+}
+
+// startWorkerOf is startWorker for a worker bound to repo.
+func startWorkerOf(ns, name, hostID, repo string) *worker {
+	GinkgoHelper()
 	cmd := exec.Command(filepath.Join(binDir, "kubectl-fleet"), "--kubeconfig", kubeconfig, "-n", ns, "run",
-		"--identity", "bot-"+name, "--repository", repository, "--host-id", hostID, "--name", name,
+		"--identity", "bot-"+name, "--repository", repo, "--host-id", hostID, "--name", name,
 		"--ttl", "4s", "--every", "1s", "--", "sleep", "600")
 	cmd.Env = append(os.Environ(), "HOME="+tmp)
 	var errOut bytes.Buffer
@@ -202,9 +208,14 @@ func newNamespace(prefix string) string {
 	return ns
 }
 
-// planManifest is a fleet RetirementPlan (no spec.hostID) as a user writes it, with an
-// optional approval block (indented for spec).
+// planManifest is a fleet RetirementPlan (no spec.hostID) as a user writes it, bound to
+// the managers' --repository, with an optional approval block (indented for spec).
 func planManifest(name, approval string) string {
+	return planManifestOf(name, repository, approval)
+}
+
+// planManifestOf is planManifest for a plan bound to repo.
+func planManifestOf(name, repo, approval string) string {
 	return fmt.Sprintf(`apiVersion: fleet.giteatools.dev/v1alpha1
 kind: RetirementPlan
 metadata:
@@ -212,7 +223,7 @@ metadata:
 spec:
   remote: origin
   canonicalRepository: %s
-%s`, name, repository, approval)
+%s`, name, repo, approval)
 }
 
 // candidateApproval is the approval block that binds the candidate set the plan shows,
