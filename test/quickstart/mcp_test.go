@@ -26,8 +26,14 @@ type agent struct {
 
 func startAgent(name, identity string) *agent {
 	GinkgoHelper()
+	return startAgentOf(name, identity, banner["FLEET_REPOSITORY"])
+}
+
+// startAgentOf is startAgent for a worker registered as bound to repository.
+func startAgentOf(name, identity, repository string) *agent {
+	GinkgoHelper()
 	bin := filepath.Join(binDir, "kubectl-fleet")
-	cmd := exec.Command(bin, "run", "--name", name, "--identity", identity, "--repository", banner["FLEET_REPOSITORY"],
+	cmd := exec.Command(bin, "run", "--name", name, "--identity", identity, "--repository", repository,
 		"--ttl", "30s", "--", bin, "mcp")
 	cmd.Env = shellEnv()
 	cmd.Stderr = GinkgoWriter
@@ -192,4 +198,52 @@ func mcpCycle() {
 	var is struct{ State string }
 	giteaGet(fmt.Sprintf("/repos/%s/issues/%d", banner["FLEET_REPOSITORY"], issue), &is)
 	Expect(is.State).To(Equal("closed"))
+}
+
+// mcpSecondRepository: an agent registered as bound to fleet/docs, the repository make
+// run serves through a GiteaServer and a GiteaRepository, claims issue 2 there with its
+// MCP tool (naming no repository: its registration's is the default) and comments on it
+// through its tool and the same gateway. The claim, its capability and the comment are
+// fleet/docs's, on the demo GiteaServer; fleet/demo's issue 2, same number, gets nothing.
+func mcpSecondRepository() {
+	const issue = 2
+	docs := startAgentOf("agent-docs", "worker-2", "fleet/docs")
+
+	By("the agent claims issue 2 of its registration's repository, fleet/docs")
+	isErr, out, text := docs.call("claim", map[string]any{"kind": "issue", "number": issue})
+	Expect(isErr).To(BeFalse(), text)
+	Expect(out["capability"]).To(HaveKeyWithValue("role", "author"))
+	Expect(out["capability"]).To(HaveKeyWithValue("repository", "fleet/docs"))
+	var held *fleetv1alpha1.TaskClaim
+	for _, tc := range taskClaims() {
+		if tc.Spec.Worker == "agent-docs" && tc.Status.Phase == fleetv1alpha1.ClaimPhaseActive {
+			held = &tc
+		}
+	}
+	Expect(held).NotTo(BeNil(), "the agent's claim is Active")
+	Expect(held.Spec.Target.Repository).To(Equal("fleet/docs"))
+	Expect(held.Status.Repository).NotTo(BeNil(), "the claim recorded where its repository is")
+	Expect(held.Status.Repository.Server).To(Equal("demo"), "fleet/docs is served through the GiteaServer demo")
+
+	By("the agent comments through its tool; the comment lands on fleet/docs#2 only")
+	body := fmt.Sprintf("Drafting the glossary, via MCP (%d).", time.Now().UnixNano())
+	isErr, out, text = docs.call("comment", map[string]any{"number": issue, "body": body})
+	Expect(isErr).To(BeFalse(), text)
+	Expect(out).To(HaveKeyWithValue("done", "commented"))
+	type comment struct {
+		Body string
+		User struct{ Login string }
+	}
+	var onDocs, onDemo []comment
+	giteaGet(fmt.Sprintf("/repos/fleet/docs/issues/%d/comments", issue), &onDocs)
+	giteaGet(fmt.Sprintf("/repos/%s/issues/%d/comments", banner["FLEET_REPOSITORY"], issue), &onDemo)
+	Expect(onDocs).To(ContainElement(SatisfyAll(HaveField("Body", body), HaveField("User.Login", "worker-2"))))
+	Expect(onDemo).NotTo(ContainElement(HaveField("Body", body)), "the same number in the other repository gets nothing")
+
+	By("the agent releases; its comment tool is refused from then on")
+	isErr, _, text = docs.call("release", map[string]any{})
+	Expect(isErr).To(BeFalse(), text)
+	isErr, out, text = docs.call("comment", map[string]any{"number": issue, "body": "One more."})
+	Expect(isErr).To(BeTrue(), text)
+	Expect(out).To(HaveKeyWithValue("reason", "no_capability"))
 }

@@ -310,4 +310,6 @@ var _ = Describe("docs/quickstart.md", Ordered, func() {
 	It("serves the worker tools over MCP: the race winner comments through its tool, the loser and then the released winner are refused with the typed reason", mcpRace)
 
 	It("lets four MCP agents take an issue through a whole task cycle with their tools alone, each claim right after the write before", mcpCycle)
+
+	It("serves the MCP tools on the second repository: an agent bound to fleet/docs claims and comments there, and nothing reaches fleet/demo", mcpSecondRepository)
 })
