@@ -8,9 +8,12 @@
 #   1. the Kubernetes components (hack/k8s.sh: envtest's kube-apiserver and etcd, plus
 #      kubelet, kube-controller-manager, kube-scheduler and kube-proxy built beside them);
 #   2. the images as OCI archives (hack/images.sh), and the e2e worker image: the worker
-#      image's /kubectl-fleet plus /idle (hack/pause), a command that waits until stopped;
-#   3. a fresh two-node cluster with the images loaded (hack/cluster.sh);
-#   4. the demo Gitea (hack/demo.sh) listening on the cluster's bridge, where pods reach it;
+#      image's /kubectl-fleet plus /idle (hack/pause), a command that waits until stopped,
+#      and /post (hack/post), with which a pod writes through the gateway Service;
+#   3. a fresh two-node cluster with the images loaded (hack/cluster.sh), in a network
+#      namespace of its own;
+#   4. the demo Gitea (hack/demo.sh) listening on the host's end of the link to that
+#      namespace (10.243.0.1), where pods reach it;
 #   5. the shipped manifests (config/default through test/e2e/config, which only names
 #      that Gitea), the manager's Gitea token and the gateway credentials; then the
 #      DaemonSet's rollout;
@@ -24,7 +27,7 @@ LIB_LOG_TAG=e2e
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 cd "$PROJECT_ROOT"
 
-export GITEA_HOST=10.244.0.1 DEMO_GITEA_PORT=3931 DEMO_DIR=$PROJECT_ROOT/.cache/e2e-demo
+export GITEA_HOST=10.243.0.1 DEMO_GITEA_PORT=3931 DEMO_DIR=$PROJECT_ROOT/.cache/e2e-demo
 E2E_KEEP=${E2E_KEEP:-0}
 
 stage() {
@@ -62,8 +65,9 @@ main() {
   stage hack/k8s.sh >/dev/null
   images=$(hack/images.sh | tail -n1)
   CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$images/idle" ./hack/pause
+  CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$images/post" ./hack/post
   "$images/ociimage" -o "$images/e2e-worker.tar" -name docker.io/library/fleet-e2e-worker:dev \
-    -entrypoint /kubectl-fleet -user 65532:65532 -nonroot "$images/kubectl-fleet=/kubectl-fleet" "$images/idle=/idle"
+    -entrypoint /kubectl-fleet -user 65532:65532 -nonroot "$images/kubectl-fleet=/kubectl-fleet" "$images/idle=/idle" "$images/post=/post"
   export FLEET_E2E_PLUGIN=$images/kubectl-fleet
   hack/cluster.sh reset >/dev/null 2>&1 || true
   trap cleanup EXIT

@@ -3,13 +3,12 @@
 package e2e_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,8 +21,9 @@ import (
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 )
 
-// giteaForPods is the Gitea hack/e2e.sh starts, as pods reach it (the cluster's bridge).
-const giteaForPods = "http://10.244.0.1:3931"
+// giteaForPods is the Gitea hack/e2e.sh starts, as pods reach it: the host's end of the
+// link to the cluster's network namespace (hack/cluster.sh).
+const giteaForPods = "http://10.243.0.1:3931"
 
 // claimFromPod runs kubectl fleet claim in the worker's pod, as the worker (the pod's
 // ServiceAccount), and returns its exit code and output.
@@ -39,37 +39,41 @@ func claimFromPod(ns, pod string, issue int) (int, string) {
 	return 0, string(out)
 }
 
-// gatewayToken reads the projected gateway token of a worker pod, through the pod's
-// /idle process's root (the nodes share this machine's /proc).
-func gatewayToken(ns, name string) string {
-	GinkgoHelper()
-	pod := &corev1.Pod{}
-	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
-	wr := &fleetv1alpha1.WorkerRegistration{}
-	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, wr)).To(Succeed())
-	pid, err := hostPIDOf(string(pod.UID), wr.Spec.Process.PID, "/idle")
-	Expect(err).NotTo(HaveOccurred())
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/var/run/fleet/gateway/token", pid))
-	Expect(err).NotTo(HaveOccurred())
-	return strings.TrimSpace(string(b))
-}
-
-// comment posts a comment on an issue through the gateway Service, with token.
-func comment(token string, issue int, body string) (int, string) {
+// gatewayURL is the gateway as pods reach it: the Service's ClusterIP (there is no
+// cluster DNS), which kube-proxy forwards to a manager pod on either node.
+func gatewayURL() string {
 	GinkgoHelper()
 	svc := &corev1.Service{}
 	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fleet-controller"}, svc)).To(Succeed())
-	b, _ := json.Marshal(map[string]string{"body": body})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
-		fmt.Sprintf("http://%s:8083/api/v1/repos/fleet/demo/issues/%d/comments", svc.Spec.ClusterIP, issue), bytes.NewReader(b))
+	return fmt.Sprintf("http://%s:8083", svc.Spec.ClusterIP)
+}
+
+// comment posts a comment on an issue of repository from inside worker pod ns/pod: the
+// pod's /post sends it to the gateway Service with the gateway token projected into the
+// pod, and the answer's status code and body come back.
+func comment(ns, pod, repository string, issue int, body string) (int, string) {
+	GinkgoHelper()
+	code, answer, err := commentErr(gatewayURL(), ns, pod, repository, issue, body)
 	Expect(err).NotTo(HaveOccurred())
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(out)
+	return code, answer
+}
+
+func commentErr(gateway, ns, pod, repository string, issue int, body string) (int, string, error) {
+	b, err := json.Marshal(map[string]string{"body": body})
+	if err != nil {
+		return 0, "", err
+	}
+	out, err := kubectlErr("-n", ns, "exec", pod, "--", "/post", "/var/run/fleet/gateway/token",
+		fmt.Sprintf("%s/api/v1/repos/%s/issues/%d/comments", gateway, repository, issue), string(b))
+	if err != nil {
+		return 0, "", err
+	}
+	status, answer, _ := strings.Cut(out, "\n")
+	code, err := strconv.Atoi(status)
+	if err != nil {
+		return 0, "", fmt.Errorf("the first line of /post's output is not a status code: %q", out)
+	}
+	return code, strings.TrimSpace(answer), nil
 }
 
 // giteaComments lists the bodies and authors of an issue's comments, read from Gitea
@@ -132,9 +136,8 @@ var _ = Describe("Claims from worker pods", Ordered, func() {
 		}).Should(Succeed())
 	})
 
-	It("lets a worker pod write through the gateway Service with its projected token only while it holds a claim", func() {
-		token := gatewayToken(ns, "pc-1")
-		code, body := comment(token, 1, "before any claim")
+	It("lets a worker pod write, from inside the pod, through the gateway Service with its projected token only while it holds a claim", func() {
+		code, body := comment(ns, "pc-1", "fleet/demo", 1, "before any claim")
 		Expect(code).To(Equal(http.StatusForbidden), body)
 
 		code, out := claimFromPod(ns, "pc-1", 1)
@@ -142,13 +145,13 @@ var _ = Describe("Claims from worker pods", Ordered, func() {
 		// The claims of an identity are selectable by its key, in every namespace.
 		Expect(strings.TrimSpace(kubectl("get", "taskclaims", "-A", "--field-selector", "status.identityKey=worker-1,status.phase=Active",
 			"-o", "jsonpath={.items[*].spec.worker}"))).To(Equal("pc-1"))
-		code, body = comment(token, 1, "e2e: written through the gateway under a claim")
+		code, body = comment(ns, "pc-1", "fleet/demo", 1, "e2e: written through the gateway under a claim")
 		Expect(code).To(Equal(http.StatusCreated), body)
 		Expect(giteaComments(1)).To(ContainElement("worker-1: e2e: written through the gateway under a claim"))
 		Expect(giteaComments(1)).NotTo(ContainElement(ContainSubstring("before any claim")))
 
 		// Another worker's token, without a claim on issue 1, writes nothing there.
-		code, body = comment(gatewayToken(ns, "pc-2"), 1, "not mine")
+		code, body = comment(ns, "pc-2", "fleet/demo", 1, "not mine")
 		Expect(code).To(Equal(http.StatusForbidden), body)
 	})
 
@@ -175,11 +178,13 @@ var _ = Describe("Claims from worker pods", Ordered, func() {
 		code, out = claimFromPod(ns, "pc-3", 1)
 		Expect(code).To(Equal(10), "contention: %s", out)
 		Expect(activeClaims(ns)[1]).To(HaveLen(1))
+		gateway := gatewayURL()
 		for issue, worker := range map[int]string{1: "pc-1", 2: "pc-2"} {
-			Eventually(func() int {
-				code, _ := comment(gatewayToken(ns, worker), issue, "e2e: still mine after the restart")
-				return code
-			}).Should(Equal(http.StatusCreated), "%s writes on issue %d after the restart", worker, issue)
+			Eventually(func(g Gomega) {
+				code, body, err := commentErr(gateway, ns, worker, "fleet/demo", issue, "e2e: still mine after the restart")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(code).To(Equal(http.StatusCreated), body)
+			}).Should(Succeed(), "%s writes on issue %d after the restart", worker, issue)
 		}
 	})
 })
