@@ -12,11 +12,14 @@
 #      and /post (hack/post), with which a pod writes through the gateway Service;
 #   3. a fresh two-node cluster with the images loaded (hack/cluster.sh), in a network
 #      namespace of its own;
-#   4. the demo Gitea (hack/demo.sh) listening on the host's end of the link to that
-#      namespace (10.243.0.1), where pods reach it;
+#   4. two demo Gitea servers (hack/demo.sh) listening on the host's end of the link to
+#      that namespace (10.243.0.1), where pods reach them: the flags' one on port 3931
+#      (its credentials also labelled for the GiteaServer "demo"), and a second on port
+#      3932, whose credentials are labelled for the GiteaServer "second" (test/e2e makes
+#      both GiteaServer objects);
 #   5. the shipped manifests (config/default through test/e2e/config, which only names
-#      that Gitea), the manager's Gitea token and the gateway credentials; then the
-#      DaemonSet's rollout;
+#      the first Gitea), the manager's Gitea token and both servers' gateway
+#      credentials; then the DaemonSet's rollout;
 #   6. go test -tags e2e ./test/e2e/.
 # On exit Gitea and the cluster are stopped and the cluster forgotten; E2E_KEEP=1 leaves
 # both running (hack/cluster.sh env prints the KUBECONFIG line).
@@ -36,6 +39,10 @@ stage() {
   log "stage done in $((SECONDS - t))s: $*"
 }
 
+# The second Gitea: hack/demo.sh's environment for it.
+SECOND_DIR=$PROJECT_ROOT/.cache/e2e-demo-second
+SECOND=(DEMO_GITEA_PORT=3932 "DEMO_DIR=$SECOND_DIR" DEMO_SERVER=second)
+
 cleanup() {
   local rc=$?
   if [[ $E2E_KEEP == 1 ]]; then
@@ -47,13 +54,14 @@ cleanup() {
     kubectl -n fleet-system logs -l app.kubernetes.io/name=fleet-controller --tail=40 --prefix >&2 || true
   fi
   hack/demo.sh down >/dev/null 2>&1 || true
+  env "${SECOND[@]}" hack/demo.sh down >/dev/null 2>&1 || true
   hack/cluster.sh reset >/dev/null 2>&1 || true
 }
 
 install() {
   # shellcheck disable=SC1090
   source "$DEMO_ENV"
-  kubectl apply -f "$FLEET_DEMO_MANIFESTS" >&2
+  kubectl apply -f "$FLEET_DEMO_MANIFESTS" -f "$SECOND_DIR/manifests" >&2
   kubectl -n fleet-system create secret generic fleet-controller-gitea \
     --from-file=gitea-token="$FLEET_GITEA_TOKEN_FILE" --dry-run=client -o yaml | kubectl apply -f - >&2
   kubectl apply --server-side -k test/e2e/config >&2
@@ -76,6 +84,8 @@ main() {
   export KUBECONFIG
   DEMO_ENV=$(hack/demo.sh up | tail -n1)
   export FLEET_E2E_GITEA_TOKEN_FILE=$DEMO_DIR/admin-token
+  env "${SECOND[@]}" hack/demo.sh up >/dev/null
+  export FLEET_E2E_SECOND_GITEA_TOKEN_FILE=$SECOND_DIR/admin-token
   stage install
   log "running test/e2e"
   stage go test -tags e2e -count=1 -timeout 40m ./test/e2e/ "$@"

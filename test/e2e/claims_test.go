@@ -22,15 +22,26 @@ import (
 )
 
 // giteaForPods is the Gitea hack/e2e.sh starts, as pods reach it: the host's end of the
-// link to the cluster's network namespace (hack/cluster.sh).
+// link to the cluster's network namespace (hack/cluster.sh). It serves the manager's
+// --gitea-url and --repository (fleet/demo), and is the GiteaServer "demo".
 const giteaForPods = "http://10.243.0.1:3931"
 
+// firstGitea is that Gitea as the suite reads it.
+var firstGitea = giteaServer{name: "demo", url: giteaForPods, tokenFileEnv: "FLEET_E2E_GITEA_TOKEN_FILE"}
+
 // claimFromPod runs kubectl fleet claim in the worker's pod, as the worker (the pod's
-// ServiceAccount), and returns its exit code and output.
+// ServiceAccount), reading Gitea directly, and returns its exit code and output.
 func claimFromPod(ns, pod string, issue int) (int, string) {
 	GinkgoHelper()
-	cmd := exec.CommandContext(ctx, "kubectl", "-n", ns, "exec", pod, "--", "/kubectl-fleet", "claim", "issue", fmt.Sprint(issue),
+	return inPod(ns, pod, "/kubectl-fleet", "claim", "issue", fmt.Sprint(issue),
 		"--worker", pod, "--gitea-url", giteaForPods, "--timeout", "90s")
+}
+
+// inPod runs a command in the pod with kubectl exec and returns its exit code and
+// output.
+func inPod(ns, pod string, command ...string) (int, string) {
+	GinkgoHelper()
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"-n", ns, "exec", pod, "--"}, command...)...)
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); ok {
 		return ee.ExitCode(), string(out)
@@ -76,30 +87,57 @@ func commentErr(gateway, ns, pod, repository string, issue int, body string) (in
 	return code, strings.TrimSpace(answer), nil
 }
 
-// giteaComments lists the bodies and authors of an issue's comments, read from Gitea
-// with the administrator's token.
-func giteaComments(issue int) []string {
+// giteaServer is a Gitea hack/e2e.sh starts, read from the host with its
+// administrator's token (whose file the environment variable names).
+type giteaServer struct{ name, url, tokenFileEnv string }
+
+// get decodes the JSON answer of an API path.
+func (s giteaServer) get(path string, into any) {
 	GinkgoHelper()
-	token, err := os.ReadFile(os.Getenv("FLEET_E2E_GITEA_TOKEN_FILE"))
-	Expect(err).NotTo(HaveOccurred(), "hack/e2e.sh sets FLEET_E2E_GITEA_TOKEN_FILE")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/repos/fleet/demo/issues/%d/comments", giteaForPods, issue), nil)
+	token, err := os.ReadFile(os.Getenv(s.tokenFileEnv))
+	Expect(err).NotTo(HaveOccurred(), "hack/e2e.sh sets %s", s.tokenFileEnv)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/api/v1"+path, nil)
 	Expect(err).NotTo(HaveOccurred())
 	req.Header.Set("Authorization", "token "+strings.TrimSpace(string(token)))
 	resp, err := http.DefaultClient.Do(req)
 	Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
+	Expect(resp.StatusCode).To(Equal(http.StatusOK), "GET %s%s", s.url, path)
+	Expect(json.NewDecoder(resp.Body).Decode(into)).To(Succeed())
+}
+
+// comments lists the authors and bodies of an issue's comments.
+func (s giteaServer) comments(repository string, issue int) []string {
+	GinkgoHelper()
 	var comments []struct {
 		Body string `json:"body"`
 		User struct {
 			Login string `json:"login"`
 		} `json:"user"`
 	}
-	Expect(json.NewDecoder(resp.Body).Decode(&comments)).To(Succeed())
+	s.get(fmt.Sprintf("/repos/%s/issues/%d/comments", repository, issue), &comments)
 	out := make([]string, 0, len(comments))
 	for _, c := range comments {
 		out = append(out, c.User.Login+": "+c.Body)
 	}
 	return out
+}
+
+// issueBody is an issue's body, where a claim's record lives.
+func (s giteaServer) issueBody(repository string, issue int) string {
+	GinkgoHelper()
+	var is struct {
+		Body string `json:"body"`
+	}
+	s.get(fmt.Sprintf("/repos/%s/issues/%d", repository, issue), &is)
+	return is.Body
+}
+
+// giteaComments lists the authors and bodies of the comments of an issue of fleet/demo
+// on the first Gitea.
+func giteaComments(issue int) []string {
+	GinkgoHelper()
+	return firstGitea.comments("fleet/demo", issue)
 }
 
 // activeClaims are the TaskClaims of ns not ended, by issue number.
@@ -125,7 +163,7 @@ var _ = Describe("Claims from worker pods", Ordered, func() {
 		kubectl("-n", ns, "create", "role", "register", "--verb=create", "--resource=workerregistrations.fleet.giteatools.dev")
 		for _, w := range workers {
 			allowWorker(ns, w.name)
-			Expect(k8s.Create(ctx, workerPodAs(ns, w.name, w.node, w.identity))).To(Succeed())
+			Expect(k8s.Create(ctx, workerPodAs(ns, w.name, w.node, w.identity, "fleet/demo"))).To(Succeed())
 		}
 		Eventually(func(g Gomega) {
 			for _, w := range workers {
