@@ -19,15 +19,25 @@
 #   CLUSTER_IMAGES  image archives imported into each node when it starts
 #
 # Host packages (Debian): containerd runc containernetworking-plugins nftables iptables
-# conntrack openssl curl iproute2 util-linux; `hack/cluster.sh up` installs the missing ones
+# conntrack openssl curl iproute2 util-linux procps; `hack/cluster.sh up` installs the missing ones
 # with apt-get.
 #
 # How one machine holds several nodes, and what the host keeps:
-# - Network: one bridge (fleetbr0, 10.244.0.1/16) for every pod of every node. The API
-#   server listens on, and every node reports, 10.244.0.1, so pods reach the API server
-#   and services on the host by plain local delivery. No ip_forward, no host routes.
-#   Node N hands out 10.244.N.2-254. There is no cluster DNS: pods reach the API server
-#   through KUBERNETES_SERVICE_HOST, and anything on the host by 10.244.0.1.
+# - Network: a network namespace of its own (fleet-net) holds the whole cluster: every
+#   component runs in it, and so do the bridge fleetbr0 (10.244.0.1/16) that every pod of
+#   every node sits on, kube-proxy's nftables tables and the iptables chains kubelet and
+#   the CNI plugins add. IPv4 forwarding is on in that namespace only (a per-namespace
+#   sysctl, as is bridge-nf-call-iptables, which it needs on), so a pod reaches a
+#   Service's ClusterIP and, behind it, a pod on the other node. The API server listens
+#   on, and every node reports, 10.244.0.1. Node N hands out 10.244.N.2-254.
+# - One veth pair joins the namespace to the host: fleet-host (10.243.0.1/30) on the host,
+#   fleet-net0 (10.243.0.2/30) in the namespace. The host keeps two routes on fleet-host,
+#   10.244.0.0/16 (pods, the API server) and 10.96.0.0/16 (Services) via 10.243.0.2, so
+#   kubectl, the tests and Gitea on the host reach all of it; pods reach the host at
+#   10.243.0.1 (where hack/e2e.sh's Gitea servers listen), and nothing else: the namespace
+#   has no default route. There is no cluster DNS: pods reach the API server through
+#   KUBERNETES_SERVICE_HOST. The host's own sysctls (ip_forward stays as it was), routing
+#   table, links and firewall are not touched beyond that link and its two routes.
 # - Each node runs containerd and kubelet in a private mount namespace in which three
 #   sysctl files kubelet would otherwise rewrite (vm.overcommit_memory, kernel.panic,
 #   kernel.panic_on_oops) are covered with files that already hold kubelet's values, and
@@ -38,8 +48,9 @@
 #   each other's pods as strays.
 # - Root lacks CAP_SYS_RESOURCE here: no negative oom_score_adj anywhere
 #   (containerd restrict_oom_score_adj, kubelet oomScoreAdj 0).
-# - kube-proxy runs once, in nftables mode, in its own tables; `down` removes them, the
-#   iptables chains kubelet adds, and the bridge.
+# - `down` stops everything, deletes the namespace and the veth pair (the two routes go
+#   with it), and removes what a cluster leaves outside its namespace: the symlinks in
+#   /var/log/containers, and the cgroups of the nodes.
 set -euo pipefail
 
 LIB_LOG_TAG=cluster
@@ -47,8 +58,14 @@ LIB_LOG_TAG=cluster
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 CLUSTER_DIR=$(realpath -m -- "${CLUSTER_DIR:-$PROJECT_ROOT/.cache/cluster}")
+NETNS=fleet-net
+NETNS_PATH=/run/netns/$NETNS
 BRIDGE=fleetbr0
-HOST_IP=10.244.0.1
+HOST_IP=10.244.0.1 # the nodes' address, on the bridge, in the namespace
+VETH_HOST=fleet-host
+VETH_NET=fleet-net0
+LINK_HOST_IP=10.243.0.1 # the host, as pods reach it
+LINK_NET_IP=10.243.0.2
 POD_CIDR=10.244.0.0/16
 SERVICE_CIDR=10.96.0.0/16
 API_SERVICE_IP=10.96.0.1
@@ -59,6 +76,10 @@ PKI=$CLUSTER_DIR/pki
 PIDS=$CLUSTER_DIR/pids
 LOGS=$CLUSTER_DIR/log
 
+# Runs a command in the cluster's network namespace, and nothing else of it changes
+# (unlike `ip netns exec`, which also mounts a sysfs of its own over /sys).
+IN_NET=(nsenter "--net=$NETNS_PATH" --)
+
 admin_kubeconfig() { echo "$PKI/admin.kubeconfig"; }
 kctl() { kubectl --kubeconfig "$(admin_kubeconfig)" "$@"; }
 
@@ -66,7 +87,7 @@ kctl() { kubectl --kubeconfig "$(admin_kubeconfig)" "$@"; }
 
 need_packages() {
   local missing=() p
-  for p in containerd:containerd runc:runc ctr:containerd nft:nftables iptables:iptables conntrack:conntrack openssl:openssl curl:curl ip:iproute2 unshare:util-linux; do
+  for p in containerd:containerd runc:runc ctr:containerd nft:nftables iptables:iptables conntrack:conntrack openssl:openssl curl:curl ip:iproute2 unshare:util-linux nsenter:util-linux sysctl:procps; do
     command -v "${p%%:*}" >/dev/null 2>&1 || missing+=("${p#*:}")
   done
   [[ -x $CNI_BIN/bridge ]] || missing+=(containernetworking-plugins)
@@ -195,22 +216,55 @@ stop() { # name
   rm -f -- "$f"
 }
 
+# ---- network: the cluster's namespace, and the one link the host has to it
+
+net_up() {
+  [[ -e $NETNS_PATH ]] || ip netns add "$NETNS"
+  "${IN_NET[@]}" ip link set lo up
+  if ! "${IN_NET[@]}" ip link show "$BRIDGE" >/dev/null 2>&1; then
+    "${IN_NET[@]}" ip link add "$BRIDGE" type bridge
+    "${IN_NET[@]}" ip addr add "$HOST_IP/16" dev "$BRIDGE"
+    "${IN_NET[@]}" ip link set "$BRIDGE" up
+  fi
+  if ! ip link show "$VETH_HOST" >/dev/null 2>&1; then
+    ip link add "$VETH_HOST" type veth peer name "$VETH_NET" netns "$NETNS"
+    ip addr add "$LINK_HOST_IP/30" dev "$VETH_HOST"
+    ip link set "$VETH_HOST" up
+    "${IN_NET[@]}" ip addr add "$LINK_NET_IP/30" dev "$VETH_NET"
+    "${IN_NET[@]}" ip link set "$VETH_NET" up
+    ip route add "$POD_CIDR" via "$LINK_NET_IP" dev "$VETH_HOST"
+    ip route add "$SERVICE_CIDR" via "$LINK_NET_IP" dev "$VETH_HOST"
+  fi
+  # Both are the namespace's own: /proc/sys/net is the writer's network namespace's.
+  "${IN_NET[@]}" sysctl -qw net.ipv4.ip_forward=1
+  # A pod's answer through a Service to a pod on the same bridge is bridged, not routed:
+  # only bridge netfilter lets conntrack undo the Service's DNAT on it.
+  "${IN_NET[@]}" test -e /proc/sys/net/bridge/bridge-nf-call-iptables ||
+    die "the br_netfilter module is not loaded (modprobe br_netfilter): pods could not reach each other through Services"
+  "${IN_NET[@]}" sysctl -qw net.bridge.bridge-nf-call-iptables=1
+}
+
+net_down() {
+  # Deleting one end of the pair deletes both, and the host's routes through it.
+  if ip link show "$VETH_HOST" >/dev/null 2>&1; then
+    ip link del "$VETH_HOST"
+  fi
+  if [[ -e $NETNS_PATH ]]; then
+    ip netns del "$NETNS"
+  fi
+}
+
 # ---- control plane
 
 control_plane_up() {
-  if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
-    ip link add "$BRIDGE" type bridge
-    ip addr add "$HOST_IP/16" dev "$BRIDGE"
-    ip link set "$BRIDGE" up
-  fi
   mkdir -p "$CLUSTER_DIR/etcd" "$LOGS"
-  start etcd "$LOGS/etcd.log" "$K8S_BIN/etcd" --name local --data-dir "$CLUSTER_DIR/etcd" \
+  start etcd "$LOGS/etcd.log" "${IN_NET[@]}" "$K8S_BIN/etcd" --name local --data-dir "$CLUSTER_DIR/etcd" \
     --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
     --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
     --initial-cluster local=http://127.0.0.1:2380 --listen-metrics-urls http://127.0.0.1:2381 \
     --quota-backend-bytes 2147483648
-  wait_until 60 etcd curl -sf http://127.0.0.1:2381/health
-  start kube-apiserver "$LOGS/kube-apiserver.log" "$K8S_BIN/kube-apiserver" \
+  wait_until 60 etcd "${IN_NET[@]}" curl -sf http://127.0.0.1:2381/health
+  start kube-apiserver "$LOGS/kube-apiserver.log" "${IN_NET[@]}" "$K8S_BIN/kube-apiserver" \
     --etcd-servers http://127.0.0.1:2379 \
     --bind-address "$HOST_IP" --advertise-address "$HOST_IP" --secure-port 6443 \
     --service-cluster-ip-range "$SERVICE_CIDR" \
@@ -222,7 +276,7 @@ control_plane_up() {
     --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
     --allow-privileged=true --profiling=false --v=1
   wait_until 120 kube-apiserver curl -sf --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" "$API_URL/readyz"
-  start kube-controller-manager "$LOGS/kube-controller-manager.log" "$K8S_BIN/kube-controller-manager" \
+  start kube-controller-manager "$LOGS/kube-controller-manager.log" "${IN_NET[@]}" "$K8S_BIN/kube-controller-manager" \
     --kubeconfig "$PKI/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$PKI/controller-manager.kubeconfig" --authorization-kubeconfig "$PKI/controller-manager.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port 10257 --leader-elect=false \
@@ -230,7 +284,7 @@ control_plane_up() {
     --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
     --use-service-account-credentials=true \
     --service-cluster-ip-range "$SERVICE_CIDR" --allocate-node-cidrs=false --v=1
-  start kube-scheduler "$LOGS/kube-scheduler.log" "$K8S_BIN/kube-scheduler" \
+  start kube-scheduler "$LOGS/kube-scheduler.log" "${IN_NET[@]}" "$K8S_BIN/kube-scheduler" \
     --kubeconfig "$PKI/scheduler.kubeconfig" \
     --authentication-kubeconfig "$PKI/scheduler.kubeconfig" --authorization-kubeconfig "$PKI/scheduler.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port 10259 --leader-elect=false --v=1
@@ -246,7 +300,7 @@ metricsBindAddress: 127.0.0.1:10249
 clusterCIDR: $POD_CIDR
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s, udpTimeout: 0s, udpStreamTimeout: 0s}
 KP
-  start kube-proxy "$LOGS/kube-proxy.log" "$K8S_BIN/kube-proxy" --config "$CLUSTER_DIR/kube-proxy.yaml" --v=1
+  start kube-proxy "$LOGS/kube-proxy.log" "${IN_NET[@]}" "$K8S_BIN/kube-proxy" --config "$CLUSTER_DIR/kube-proxy.yaml" --v=1
 }
 
 # ---- nodes
@@ -339,7 +393,8 @@ KUBELET
   local images="$pause ${CLUSTER_IMAGES:-}"
   cat >"$dir/run.sh" <<RUN
 #!/usr/bin/env bash
-# node$n: containerd and kubelet in this private mount namespace.
+# node$n: containerd and kubelet in this private mount namespace, in the cluster's
+# network namespace.
 set -e
 mount --bind $dir/sysctl/overcommit_memory /proc/sys/vm/overcommit_memory
 mount --bind $dir/sysctl/panic /proc/sys/kernel/panic
@@ -356,7 +411,7 @@ echo \$! >$PIDS/kubelet-node$n
 wait
 RUN
   chmod +x "$dir/run.sh"
-  start "node$n" "$dir/log/run.log" unshare --mount --propagation private "$dir/run.sh"
+  start "node$n" "$dir/log/run.log" "${IN_NET[@]}" unshare --mount --propagation private "$dir/run.sh"
 }
 
 node_ready() { # N
@@ -401,6 +456,9 @@ remember_host() {
 
 restore_host() {
   local ipt chain t fam name before=$CLUSTER_DIR/host.before
+  # The cluster's chains and tables live in its network namespace, gone with it; these
+  # lines remove what a cluster run in the host's own network (before it had a namespace)
+  # left, and any table that came and holds no rule.
   for ipt in iptables ip6tables; do
     for chain in INPUT OUTPUT; do
       while $ipt -t filter -D "$chain" -j KUBE-FIREWALL 2>/dev/null; do :; done
@@ -432,6 +490,7 @@ cmd_up() {
   pause=$(pause_image)
   make_pki
   remember_host
+  net_up
   control_plane_up
   for ((n = 1; n <= nodes; n++)); do
     node_up "$n" "$pause"
@@ -452,9 +511,7 @@ cmd_down() {
   for f in kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd; do
     stop "$f"
   done
-  if ip link show "$BRIDGE" >/dev/null 2>&1; then
-    ip link del "$BRIDGE"
-  fi
+  net_down
   restore_host
   log "cluster down (state kept in $CLUSTER_DIR; reset forgets it)"
 }

@@ -29,13 +29,18 @@
 #     token Secret; objects/: the GiteaServer and the GiteaRepository (they need the
 #     project's CRDs); both for the manager's --install-manifests (docs/gateway.md).
 #
+# DEMO_SERVER names the GiteaServer (default demo). Any other name makes a further demo
+# server, served only through its GiteaServer: its manifests hold only the Secrets
+# labelled for it (gateway-<server>-worker-N, gitea-<server>-token), none for the flags'
+# server, so they apply beside the first demo's (hack/e2e.sh starts a second one so).
+#
 # The env file (<dir>/env, mode 0600) holds `export` lines: GITEA_URL,
 # FLEET_REPOSITORY, FLEET_SECOND_REPOSITORY, FLEET_GITEA_TOKEN_FILE, FLEET_DEMO_MANIFESTS,
 # FLEET_DEMO_OBJECTS, the Gitea login, and
 # the token files.
 #
 # Environment: DEMO_GITEA_PORT (default 3000), GITEA_HOST (hack/gitea.sh), DEMO_DIR (default .cache/demo),
-# DEMO_CREDENTIALS_NAMESPACE (default fleet-system).
+# DEMO_CREDENTIALS_NAMESPACE (default fleet-system), DEMO_SERVER (default demo).
 set -euo pipefail
 
 ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
@@ -46,7 +51,7 @@ ORG=fleet
 REPO=demo
 # The second repository, and the GiteaServer and GiteaRepository objects that serve it.
 DOCS=docs
-SERVER=demo
+SERVER=${DEMO_SERVER:-demo}
 DOCS_NS=default
 # Four: a pull request needs an author, a reviewer, an approver and a merger, each a
 # different identity.
@@ -109,18 +114,21 @@ up() {
 		token=$(mint "$w" demo-read '"read:repository","read:issue","read:user"')
 		printf '%s\n' "$token" >"$DEMO/tokens/$w"
 		token=$(mint "$w" demo-gateway '"write:repository","write:issue","read:user"')
-		cat >"$DEMO/manifests/10-gateway-$w.yaml" <<-YAML
-			apiVersion: v1
-			kind: Secret
-			metadata:
-			  name: gateway-$w
-			  namespace: $CREDS_NS
-			  labels:
-			    fleet.giteatools.dev/gitea-login: $w
-			type: Opaque
-			stringData:
-			  token: $token
-			---
+		if [[ $SERVER == demo ]]; then
+			cat >"$DEMO/manifests/10-gateway-$w.yaml" <<-YAML
+				apiVersion: v1
+				kind: Secret
+				metadata:
+				  name: gateway-$w
+				  namespace: $CREDS_NS
+				  labels:
+				    fleet.giteatools.dev/gitea-login: $w
+				type: Opaque
+				stringData:
+				  token: $token
+			YAML
+		fi
+		cat >"$DEMO/manifests/11-gateway-$SERVER-$w.yaml" <<-YAML
 			apiVersion: v1
 			kind: Secret
 			metadata:

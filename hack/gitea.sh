@@ -13,7 +13,8 @@
 #   GITEA_VERSION  Gitea release to build        (default v1.27.3)
 #   GITEA_PORT     HTTP port                      (default 3917)
 #   GITEA_HOST     address it listens on and is named by (default 127.0.0.1;
-#                  hack/e2e.sh uses the local cluster's bridge, which pods reach)
+#                  hack/e2e.sh uses 10.243.0.1, the host's end of the link to the
+#                  local cluster's network namespace, which pods reach)
 #
 # Layout (inside the project's gitignored .cache/):
 #   .cache/gitea/<version>-jsonv2/gitea  the binary

@@ -3,13 +3,12 @@
 package e2e_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,15 +21,27 @@ import (
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
 )
 
-// giteaForPods is the Gitea hack/e2e.sh starts, as pods reach it (the cluster's bridge).
-const giteaForPods = "http://10.244.0.1:3931"
+// giteaForPods is the Gitea hack/e2e.sh starts, as pods reach it: the host's end of the
+// link to the cluster's network namespace (hack/cluster.sh). It serves the manager's
+// --gitea-url and --repository (fleet/demo), and is the GiteaServer "demo".
+const giteaForPods = "http://10.243.0.1:3931"
+
+// firstGitea is that Gitea as the suite reads it.
+var firstGitea = giteaServer{name: "demo", url: giteaForPods, tokenFileEnv: "FLEET_E2E_GITEA_TOKEN_FILE"}
 
 // claimFromPod runs kubectl fleet claim in the worker's pod, as the worker (the pod's
-// ServiceAccount), and returns its exit code and output.
+// ServiceAccount), reading Gitea directly, and returns its exit code and output.
 func claimFromPod(ns, pod string, issue int) (int, string) {
 	GinkgoHelper()
-	cmd := exec.CommandContext(ctx, "kubectl", "-n", ns, "exec", pod, "--", "/kubectl-fleet", "claim", "issue", fmt.Sprint(issue),
+	return inPod(ns, pod, "/kubectl-fleet", "claim", "issue", fmt.Sprint(issue),
 		"--worker", pod, "--gitea-url", giteaForPods, "--timeout", "90s")
+}
+
+// inPod runs a command in the pod with kubectl exec and returns its exit code and
+// output.
+func inPod(ns, pod string, command ...string) (int, string) {
+	GinkgoHelper()
+	cmd := exec.CommandContext(ctx, "kubectl", append([]string{"-n", ns, "exec", pod, "--"}, command...)...)
 	out, err := cmd.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); ok {
 		return ee.ExitCode(), string(out)
@@ -39,63 +50,94 @@ func claimFromPod(ns, pod string, issue int) (int, string) {
 	return 0, string(out)
 }
 
-// gatewayToken reads the projected gateway token of a worker pod, through the pod's
-// /idle process's root (the nodes share this machine's /proc).
-func gatewayToken(ns, name string) string {
-	GinkgoHelper()
-	pod := &corev1.Pod{}
-	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, pod)).To(Succeed())
-	wr := &fleetv1alpha1.WorkerRegistration{}
-	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, wr)).To(Succeed())
-	pid, err := hostPIDOf(string(pod.UID), wr.Spec.Process.PID, "/idle")
-	Expect(err).NotTo(HaveOccurred())
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/var/run/fleet/gateway/token", pid))
-	Expect(err).NotTo(HaveOccurred())
-	return strings.TrimSpace(string(b))
-}
-
-// comment posts a comment on an issue through the gateway Service, with token.
-func comment(token string, issue int, body string) (int, string) {
+// gatewayURL is the gateway as pods reach it: the Service's ClusterIP (there is no
+// cluster DNS), which kube-proxy forwards to a manager pod on either node.
+func gatewayURL() string {
 	GinkgoHelper()
 	svc := &corev1.Service{}
 	Expect(k8s.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "fleet-controller"}, svc)).To(Succeed())
-	b, _ := json.Marshal(map[string]string{"body": body})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost,
-		fmt.Sprintf("http://%s:8083/api/v1/repos/fleet/demo/issues/%d/comments", svc.Spec.ClusterIP, issue), bytes.NewReader(b))
-	Expect(err).NotTo(HaveOccurred())
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
-	Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close()
-	out, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(out)
+	return fmt.Sprintf("http://%s:8083", svc.Spec.ClusterIP)
 }
 
-// giteaComments lists the bodies and authors of an issue's comments, read from Gitea
-// with the administrator's token.
-func giteaComments(issue int) []string {
+// comment posts a comment on an issue of repository from inside worker pod ns/pod: the
+// pod's /post sends it to the gateway Service with the gateway token projected into the
+// pod, and the answer's status code and body come back.
+func comment(ns, pod, repository string, issue int, body string) (int, string) {
 	GinkgoHelper()
-	token, err := os.ReadFile(os.Getenv("FLEET_E2E_GITEA_TOKEN_FILE"))
-	Expect(err).NotTo(HaveOccurred(), "hack/e2e.sh sets FLEET_E2E_GITEA_TOKEN_FILE")
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/api/v1/repos/fleet/demo/issues/%d/comments", giteaForPods, issue), nil)
+	code, answer, err := commentErr(gatewayURL(), ns, pod, repository, issue, body)
+	Expect(err).NotTo(HaveOccurred())
+	return code, answer
+}
+
+func commentErr(gateway, ns, pod, repository string, issue int, body string) (int, string, error) {
+	b, err := json.Marshal(map[string]string{"body": body})
+	if err != nil {
+		return 0, "", err
+	}
+	out, err := kubectlErr("-n", ns, "exec", pod, "--", "/post", "/var/run/fleet/gateway/token",
+		fmt.Sprintf("%s/api/v1/repos/%s/issues/%d/comments", gateway, repository, issue), string(b))
+	if err != nil {
+		return 0, "", err
+	}
+	status, answer, _ := strings.Cut(out, "\n")
+	code, err := strconv.Atoi(status)
+	if err != nil {
+		return 0, "", fmt.Errorf("the first line of /post's output is not a status code: %q", out)
+	}
+	return code, strings.TrimSpace(answer), nil
+}
+
+// giteaServer is a Gitea hack/e2e.sh starts, read from the host with its
+// administrator's token (whose file the environment variable names).
+type giteaServer struct{ name, url, tokenFileEnv string }
+
+// get decodes the JSON answer of an API path.
+func (s giteaServer) get(path string, into any) {
+	GinkgoHelper()
+	token, err := os.ReadFile(os.Getenv(s.tokenFileEnv))
+	Expect(err).NotTo(HaveOccurred(), "hack/e2e.sh sets %s", s.tokenFileEnv)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url+"/api/v1"+path, nil)
 	Expect(err).NotTo(HaveOccurred())
 	req.Header.Set("Authorization", "token "+strings.TrimSpace(string(token)))
 	resp, err := http.DefaultClient.Do(req)
 	Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
+	Expect(resp.StatusCode).To(Equal(http.StatusOK), "GET %s%s", s.url, path)
+	Expect(json.NewDecoder(resp.Body).Decode(into)).To(Succeed())
+}
+
+// comments lists the authors and bodies of an issue's comments.
+func (s giteaServer) comments(repository string, issue int) []string {
+	GinkgoHelper()
 	var comments []struct {
 		Body string `json:"body"`
 		User struct {
 			Login string `json:"login"`
 		} `json:"user"`
 	}
-	Expect(json.NewDecoder(resp.Body).Decode(&comments)).To(Succeed())
+	s.get(fmt.Sprintf("/repos/%s/issues/%d/comments", repository, issue), &comments)
 	out := make([]string, 0, len(comments))
 	for _, c := range comments {
 		out = append(out, c.User.Login+": "+c.Body)
 	}
 	return out
+}
+
+// issueBody is an issue's body, where a claim's record lives.
+func (s giteaServer) issueBody(repository string, issue int) string {
+	GinkgoHelper()
+	var is struct {
+		Body string `json:"body"`
+	}
+	s.get(fmt.Sprintf("/repos/%s/issues/%d", repository, issue), &is)
+	return is.Body
+}
+
+// giteaComments lists the authors and bodies of the comments of an issue of fleet/demo
+// on the first Gitea.
+func giteaComments(issue int) []string {
+	GinkgoHelper()
+	return firstGitea.comments("fleet/demo", issue)
 }
 
 // activeClaims are the TaskClaims of ns not ended, by issue number.
@@ -121,7 +163,7 @@ var _ = Describe("Claims from worker pods", Ordered, func() {
 		kubectl("-n", ns, "create", "role", "register", "--verb=create", "--resource=workerregistrations.fleet.giteatools.dev")
 		for _, w := range workers {
 			allowWorker(ns, w.name)
-			Expect(k8s.Create(ctx, workerPodAs(ns, w.name, w.node, w.identity))).To(Succeed())
+			Expect(k8s.Create(ctx, workerPodAs(ns, w.name, w.node, w.identity, "fleet/demo"))).To(Succeed())
 		}
 		Eventually(func(g Gomega) {
 			for _, w := range workers {
@@ -132,9 +174,8 @@ var _ = Describe("Claims from worker pods", Ordered, func() {
 		}).Should(Succeed())
 	})
 
-	It("lets a worker pod write through the gateway Service with its projected token only while it holds a claim", func() {
-		token := gatewayToken(ns, "pc-1")
-		code, body := comment(token, 1, "before any claim")
+	It("lets a worker pod write, from inside the pod, through the gateway Service with its projected token only while it holds a claim", func() {
+		code, body := comment(ns, "pc-1", "fleet/demo", 1, "before any claim")
 		Expect(code).To(Equal(http.StatusForbidden), body)
 
 		code, out := claimFromPod(ns, "pc-1", 1)
@@ -142,13 +183,13 @@ var _ = Describe("Claims from worker pods", Ordered, func() {
 		// The claims of an identity are selectable by its key, in every namespace.
 		Expect(strings.TrimSpace(kubectl("get", "taskclaims", "-A", "--field-selector", "status.identityKey=worker-1,status.phase=Active",
 			"-o", "jsonpath={.items[*].spec.worker}"))).To(Equal("pc-1"))
-		code, body = comment(token, 1, "e2e: written through the gateway under a claim")
+		code, body = comment(ns, "pc-1", "fleet/demo", 1, "e2e: written through the gateway under a claim")
 		Expect(code).To(Equal(http.StatusCreated), body)
 		Expect(giteaComments(1)).To(ContainElement("worker-1: e2e: written through the gateway under a claim"))
 		Expect(giteaComments(1)).NotTo(ContainElement(ContainSubstring("before any claim")))
 
 		// Another worker's token, without a claim on issue 1, writes nothing there.
-		code, body = comment(gatewayToken(ns, "pc-2"), 1, "not mine")
+		code, body = comment(ns, "pc-2", "fleet/demo", 1, "not mine")
 		Expect(code).To(Equal(http.StatusForbidden), body)
 	})
 
@@ -175,11 +216,13 @@ var _ = Describe("Claims from worker pods", Ordered, func() {
 		code, out = claimFromPod(ns, "pc-3", 1)
 		Expect(code).To(Equal(10), "contention: %s", out)
 		Expect(activeClaims(ns)[1]).To(HaveLen(1))
+		gateway := gatewayURL()
 		for issue, worker := range map[int]string{1: "pc-1", 2: "pc-2"} {
-			Eventually(func() int {
-				code, _ := comment(gatewayToken(ns, worker), issue, "e2e: still mine after the restart")
-				return code
-			}).Should(Equal(http.StatusCreated), "%s writes on issue %d after the restart", worker, issue)
+			Eventually(func(g Gomega) {
+				code, body, err := commentErr(gateway, ns, worker, "fleet/demo", issue, "e2e: still mine after the restart")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(code).To(Equal(http.StatusCreated), body)
+			}).Should(Succeed(), "%s writes on issue %d after the restart", worker, issue)
 		}
 	})
 })

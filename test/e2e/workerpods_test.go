@@ -28,11 +28,11 @@ const workerImage = "docker.io/library/fleet-e2e-worker:dev"
 // workerPod is a worker as config/samples/worker_pod.yaml runs one, pinned to node:
 // kubectl fleet run registers /idle as the pod's process, and heartbeats every second.
 func workerPod(ns, name, node string) *corev1.Pod {
-	return workerPodAs(ns, name, node, "worker-1")
+	return workerPodAs(ns, name, node, "worker-1", "fleet/demo")
 }
 
-// workerPodAs is workerPod acting as Gitea login identity.
-func workerPodAs(ns, name, node, identity string) *corev1.Pod {
+// workerPodAs is workerPod acting as Gitea login identity, bound to repository.
+func workerPodAs(ns, name, node, identity, repository string) *corev1.Pod {
 	env := []corev1.EnvVar{
 		{Name: "FLEET_POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 		{Name: "FLEET_POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
@@ -52,7 +52,7 @@ func workerPodAs(ns, name, node, identity string) *corev1.Pod {
 				Name:            "agent",
 				Image:           workerImage,
 				ImagePullPolicy: corev1.PullNever,
-				Args:            []string{"run", "--name=" + name, "--service-account=false", "--isolate=false", "--identity=" + identity, "--repository=fleet/demo", "--ttl=3s", "--every=1s", "--", "/idle"},
+				Args:            []string{"run", "--name=" + name, "--service-account=false", "--isolate=false", "--identity=" + identity, "--repository=" + repository, "--ttl=3s", "--every=1s", "--", "/idle"},
 				Env:             env,
 				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
