@@ -3,6 +3,7 @@ package gitearepository_test
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -54,6 +55,7 @@ func serve(ns, server string) served {
 type claimer struct {
 	name, ns string
 	c        client.Client
+	fw       *testfleet.Worker
 }
 
 func newClaimer(ns, repo string) *claimer {
@@ -65,7 +67,34 @@ func newClaimer(ns, repo string) *claimer {
 	fw, err := testfleet.Register(ctx, env, testfleet.WorkerSpec{Namespace: ns, Name: login, Repository: repo,
 		Host: hostFacts, StartTime: selfStart})
 	Expect(err).NotTo(HaveOccurred())
-	return &claimer{name: login, ns: ns, c: fw.Client}
+	return &claimer{name: login, ns: ns, c: fw.Client, fw: fw}
+}
+
+// heartbeating renews the workers' heartbeats every interval, as themselves, until the
+// spec ends, as a live fleet's workers do whatever the manager is doing. It returns the
+// number of renewals so far.
+func heartbeating(interval time.Duration, ws ...*claimer) func() int64 {
+	var n atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Go(func() {
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					if testfleet.Heartbeat(ctx, k8sClient, w.fw) == nil {
+						n.Add(1)
+					}
+				}
+			}
+		})
+	}
+	DeferCleanup(func() { close(stop); wg.Wait() })
+	return n.Load
 }
 
 // claim creates the worker's claim on issue #1 of repo; the spec's cleanup releases it.
@@ -310,6 +339,89 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 		workers[refused].pin(again)
 		Eventually(phaseOf(again)).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
 		Expect(held()).To(ConsistOf(string(active[1].UID), string(claimOf(again).UID)))
+	})
+
+	It("keeps a repository's claims across a manager restart while its workers heartbeat: a release and a claim made while no manager runs "+
+		"are finished by the next one, and the slots follow", func() {
+		a := readyServer()
+		r := serve(teamA, a.Name)
+		for n := int64(2); n <= 3; n++ {
+			Expect(testfleet.NewIssue(ctx, forgeSrv, forgeSrv.Token, r.full, fmt.Sprintf("task %d", n))).To(Equal(n))
+		}
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := getRepo(r.obj)
+			cur.Spec.MaxActiveClaims = ptrTo(int32(2))
+			return k8sClient.Update(ctx, cur)
+		})).To(Succeed())
+		Eventually(func(g Gomega) {
+			cur := getRepo(r.obj)
+			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, fleetv1alpha1.ReadyCondition)).To(BeTrue())
+			g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
+		}).Should(Succeed())
+		workers := []*claimer{newClaimer(teamA, r.full), newClaimer(teamA, r.full), newClaimer(teamA, r.full)}
+		renewals := heartbeating(300*time.Millisecond, workers...)
+		key := claim.RepositoryKey{Server: a.Name, ID: r.id}
+		slotHolders := func() []string {
+			list := &coordinationv1.LeaseList{}
+			Expect(k8sClient.List(ctx, list, client.InNamespace(teamA), client.MatchingLabels{"fleet.giteatools.dev/claim-slots": claim.SlotsOf(key)})).To(Succeed())
+			var holders []string
+			for _, l := range list.Items {
+				if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+					holders = append(holders, *l.Spec.HolderIdentity)
+				}
+			}
+			return holders
+		}
+		recordOn := func(n int64) *claim.Record {
+			rec, _, err := adminGitea.Read(ctx, claim.Target{Repository: r.full, Kind: claim.KindIssue, Number: n})
+			Expect(err).NotTo(HaveOccurred())
+			return rec
+		}
+
+		By("two claims take the repository's two slots")
+		held := make([]*fleetv1alpha1.TaskClaim, 2)
+		for i := range held {
+			held[i] = workers[i].claimIssue(r.full, int64(i+1))
+			Eventually(phaseOf(held[i])).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
+			workers[i].pin(held[i])
+			Eventually(phaseOf(held[i])).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
+		}
+		Expect(slotHolders()).To(ConsistOf(string(held[0].UID), string(held[1].UID)))
+
+		By("the manager stops; meanwhile the first worker releases its claim and the third claims issue 3")
+		running.stop()
+		restarted := false
+		DeferCleanup(func() {
+			if !restarted { // the spec failed while no manager ran: the suite's next specs need one
+				running = startManager()
+			}
+		})
+		Expect(workers[0].update(held[0], func(c *fleetv1alpha1.TaskClaim) { c.Spec.Release = true })).To(Succeed())
+		late := workers[2].claimIssue(r.full, 3)
+		Consistently(phaseOf(late), 2*time.Second).Should(BeEmpty(), "nothing decides a claim while no manager runs")
+		Expect(recordOn(1)).To(HaveField("State", claim.RecordStateActive), "the released claim's record stays in force until a manager ends it")
+		Expect(slotHolders()).To(HaveLen(2))
+
+		By("a new manager ends the released claim, frees its slot, and decides the new claim into it")
+		running, restarted = startManager(), true
+		Eventually(phaseOf(held[0])).Should(Equal(fleetv1alpha1.ClaimPhaseReleased))
+		// The phase is written first; the record is ended, the slot freed and RecordCleared
+		// set after it (finish).
+		Eventually(func() *claim.Record { return recordOn(1) }).Should(HaveField("State", claim.RecordStateReleased), "the record of the released claim is ended in Gitea")
+		Eventually(func() bool {
+			return meta.IsStatusConditionTrue(claimOf(held[0]).Status.Conditions, fleetv1alpha1.RecordClearedCondition)
+		}).Should(BeTrue())
+		Eventually(phaseOf(late)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
+		workers[2].pin(late)
+		Eventually(phaseOf(late)).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
+		Expect(slotHolders()).To(ConsistOf(string(held[1].UID), string(late.UID)))
+		Expect(recordOn(3)).To(SatisfyAll(HaveField("ClaimID", string(late.UID)), HaveField("State", claim.RecordStateActive)))
+
+		By("the claim active across the restart is still active, its record unchanged, under the new manager's rechecks")
+		Consistently(phaseOf(held[1]), 3*time.Second).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
+		Expect(recordOn(2)).To(SatisfyAll(HaveField("ClaimID", string(held[1].UID)), HaveField("State", claim.RecordStateActive)))
+		Expect(renewals()).To(BeNumerically(">", 10), "the workers heartbeat throughout")
+		GinkgoWriter.Printf("restart spec: %d heartbeats renewed\n", renewals())
 	})
 
 	It("refuses a claim on a repository that no GiteaRepository of the claim's namespace names, and touches nothing", func() {

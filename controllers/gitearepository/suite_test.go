@@ -2,13 +2,16 @@ package gitearepository_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 
 	"github.com/giteatools/fleet-controller/controllers/gitearepository"
 	"github.com/giteatools/fleet-controller/controllers/giteaserver"
@@ -45,8 +48,22 @@ var (
 	resolver *gitearepository.Resolver
 	// gatewayURL is the manager's gateway.
 	gatewayURL string
-	ctx        context.Context // the manager's; env.Stop cancels it
+	ctx        context.Context // the suite's; env.Stop cancels it
+	// running is the manager serving the suite now (a spec may stop it and start another).
+	running *runningManager
 )
+
+// runningManager is one manager process's worth of the suite: stop cancels its context
+// and waits until every runnable (reconcilers, gateway, elections) returned.
+type runningManager struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (m *runningManager) stop() {
+	m.cancel()
+	Eventually(m.done, time.Minute).Should(BeClosed(), "the manager stopped")
+}
 
 func TestGiteaRepository(t *testing.T) {
 	RegisterFailHandler(Fail)
@@ -65,9 +82,23 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(env.CreateNamespaces(ctx, controllerNamespace, credentialsNamespace)).To(Succeed())
 
-	mgr, err := env.NewManager(ctrl.Options{})
-	Expect(err).NotTo(HaveOccurred())
 	hostFacts, selfStart, err = testfleet.ThisProcess("gitea-suite-host")
+	Expect(err).NotTo(HaveOccurred())
+	port, err := testgitea.FreePort()
+	Expect(err).NotTo(HaveOccurred())
+	gatewayURL = "http://127.0.0.1:" + port
+	running = startManager()
+})
+
+// startManager starts the suite's manager, as cmd/ wires one started without --gitea-url
+// and --repository, and waits until it is the fleet coordinator. Its gateway listens on
+// gatewayURL. A spec that stops the running manager and starts a new one gets it in the
+// same process, as a restarted pod would be: nothing carries over but the API server's
+// and Gitea's state.
+func startManager() *runningManager {
+	GinkgoHelper()
+	// The same controllers again in one process: their names are the shipped ones.
+	mgr, err := env.NewManager(ctrl.Options{Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
 	Expect(err).NotTo(HaveOccurred())
 	dialer := &giteaserver.Dialer{Reader: mgr.GetAPIReader(), Namespace: controllerNamespace}
 	// The manager decides TaskClaims in GiteaRepositories only, as one started without
@@ -86,20 +117,22 @@ var _ = BeforeSuite(func() {
 	}).SetupWithManager(ctx, mgr)).To(Succeed())
 	// The gateway, as cmd/setup.go runs it without --gitea-url: every worker is routed to
 	// the server of the GiteaRepository its bound repository is named by (gateway_test.go).
-	port, err := testgitea.FreePort()
-	Expect(err).NotTo(HaveOccurred())
-	gatewayURL = "http://127.0.0.1:" + port
 	Expect(mgr.Add(&gateway.Gateway{
-		Addr: "127.0.0.1:" + port, Repositories: resolver, Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
+		Addr: strings.TrimPrefix(gatewayURL, "http://"), Repositories: resolver, Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
 		Authn: gateway.NewAuthenticator(mgr.GetClient()), Credentials: gateway.NewCredentials(mgr.GetAPIReader(), credentialsNamespace, nil),
 		Recorder: mgr.GetEventRecorder("fleet-gateway"), Client: mgr.GetClient(),
 	})).To(Succeed())
+	mctx, cancel := context.WithCancel(ctx)
+	m := &runningManager{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer GinkgoRecover()
-		Expect(mgr.Start(ctx)).To(Succeed())
+		defer close(m.done)
+		Expect(mgr.Start(mctx)).To(Succeed())
 	}()
-	Eventually(elections.Coordinator.Held).Should(BeTrue(), "the manager is the fleet coordinator")
-})
+	// A new manager waits out the stopped one's coordinator Lease, if it was not given back.
+	Eventually(elections.Coordinator.Held, 2*testenv.AgentTimings.LeaseDuration).Should(BeTrue(), "the manager is the fleet coordinator")
+	return m
+}
 
 var _ = AfterSuite(func() {
 	Expect(env.Stop()).To(Succeed()) // also stops the manager
