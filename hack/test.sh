@@ -5,8 +5,8 @@
 #   - lint: make lint (gofmt, go vet, golangci-lint, which is built on first use);
 #   - model: the SPIN models (hack/model/run.sh, MODEL_JOBS verifiers at a time, default 1;
 #     none when these exact models passed before: MODEL_CACHE=use);
-#   - ginkgo: the Ginkgo suites of the TaskClaim and RetirementPlan reconcilers, the
-#     longest, through the Ginkgo CLI with their specs spread over GINKGO_PROCS processes
+#   - ginkgo: the Ginkgo suites of the TaskClaim, RetirementPlan and GiteaRepository
+#     reconcilers, the longest, through the Ginkgo CLI with their specs spread over GINKGO_PROCS processes
 #     (default 2). Each process starts its own envtest and, where the suite needs one, its
 #     own Gitea, so the processes share nothing; specs marked Serial run alone at the end,
 #     Ordered containers stay on one process;
@@ -27,7 +27,7 @@ mkdir -p .cache
 
 procs=${GINKGO_PROCS:-2}
 gop=${GO_TEST_P:-2}
-ginkgo_suites=(./controllers/taskclaim ./controllers/retirementplan)
+ginkgo_suites=(./controllers/taskclaim ./controllers/retirementplan ./controllers/gitearepository)
 slowest_first=(./test/fleet ./internal/gateway ./internal/cli ./test/quickstart ./internal/giteaclaim)
 
 lane() {
@@ -58,7 +58,7 @@ if ((rc == 0)); then
 	echo "KUBEBUILDER_ASSETS=$assets"
 	export KUBEBUILDER_ASSETS=$assets FLEET_GITEA_SCRIPT=$PWD/hack/gitea.sh
 	module=$(go list -m)
-	mapfile -t rest < <(go list ./... | grep -v -x -e "$module/controllers/taskclaim" -e "$module/controllers/retirementplan")
+	mapfile -t rest < <(go list ./... | grep -v -x -e "$module/controllers/taskclaim" -e "$module/controllers/retirementplan" -e "$module/controllers/gitearepository")
 	lane ginkgo go tool ginkgo --procs="$procs" --race --timeout=40m --keep-going "${ginkgo_suites[@]}" &
 	pids+=($!)
 	lane gotest go test -p "$gop" -race -count=1 -timeout=40m "${slowest_first[@]}" "${rest[@]}" || rc=$?
