@@ -302,6 +302,32 @@ var _ = Describe("Unauthenticated load", func() {
 	})
 })
 
+var _ = Describe("Token cache", func() {
+	It("knows each worker by its own whole token: two workers' tokens, sent in turn to one gateway, are never taken for each other", func() {
+		a, b := newWorker(nsMain), newWorker(nsMain)
+		// A gateway of its own: its cache starts empty, and then holds both tokens.
+		h, err := newGateway(k8s, apiReader, recorder, clock.RealClock{}).Handler()
+		Expect(err).NotTo(HaveOccurred())
+		hs := httptest.NewServer(h)
+		DeferCleanup(hs.Close)
+		// ServiceAccount tokens of one issuer share their first segment (the JWT header)
+		// and much of the rest: only the whole token tells two workers apart.
+		Expect(strings.SplitN(a.saToken, ".", 2)[0]).To(Equal(strings.SplitN(b.saToken, ".", 2)[0]))
+		loginOf := func(w *worker) string {
+			GinkgoHelper()
+			ans := do(hs.URL, http.MethodGet, "/api/v1/user", "Bearer "+w.saToken, nil)
+			Expect(ans.status).To(Equal(http.StatusOK), string(ans.body))
+			var u struct{ Login string }
+			Expect(json.Unmarshal(ans.body, &u)).To(Succeed())
+			return u.Login
+		}
+		for range 2 { // the second round answers from the cache
+			Expect(loginOf(a)).To(Equal(a.identity))
+			Expect(loginOf(b)).To(Equal(b.identity))
+		}
+	})
+})
+
 var _ = Describe("A git push the gateway refuses", func() {
 	It("counts the decompressed pack against the push limit", func() {
 		a := newWorker(nsMain)
