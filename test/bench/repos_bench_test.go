@@ -68,7 +68,9 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"testing"
@@ -115,13 +117,16 @@ const (
 )
 
 // forgePair is the two real Gitea servers of the repository benchmarks, started once: the
-// GiteaServer objects that name them (through counting proxies), and the namespaces of
-// the controller's token Secrets and of the gateway's credentials (empty).
+// GiteaServer objects that name them, through counting proxies (servers, for the claim
+// benchmark) and directly (direct, for the memory benchmark: the proxies run in this
+// process, and their connections' buffers would count as the manager's heap), and the
+// namespaces of the controller's token Secrets and of the gateway's credentials (empty).
 type forgePair struct {
 	srv     [2]*testgitea.Server
 	proxies [2]*httptest.Server
-	servers [2]string          // the GiteaServers' names
-	calls   *countingTransport // the controller's requests to either server
+	servers [2]string          // the proxied GiteaServers' names
+	direct  [2]string          // the direct GiteaServers' names
+	calls   *countingTransport // the controller's requests to either server through the proxies
 	suffix  string
 	// ctrlNS holds the servers' token Secrets (the controller's namespace); credNS is the
 	// gateway's credentials namespace, which holds no Secret here.
@@ -187,11 +192,14 @@ func setupForges(c client.Client) (*forgePair, error) {
 			return fp, err
 		}
 		fp.servers[i] = fmt.Sprintf("bench-%c-%s", 'a'+i, fp.suffix)
-		gs := &fleetv1alpha1.GiteaServer{ObjectMeta: metav1.ObjectMeta{Name: fp.servers[i]},
-			Spec: fleetv1alpha1.GiteaServerSpec{URL: fp.proxies[i].URL, TokenSecretRef: fleetv1alpha1.SecretKeyRef{Name: secret.Name},
-				RequestsPerSecond: repoRequestsPerSecond}}
-		if err := c.Create(ctx, gs); err != nil {
-			return fp, err
+		fp.direct[i] = fmt.Sprintf("bench-%c-direct-%s", 'a'+i, fp.suffix)
+		for name, u := range map[string]string{fp.servers[i]: fp.proxies[i].URL, fp.direct[i]: srv.URL} {
+			gs := &fleetv1alpha1.GiteaServer{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: fleetv1alpha1.GiteaServerSpec{URL: u, TokenSecretRef: fleetv1alpha1.SecretKeyRef{Name: secret.Name},
+					RequestsPerSecond: repoRequestsPerSecond}}
+			if err := c.Create(ctx, gs); err != nil {
+				return fp, err
+			}
 		}
 	}
 	fmt.Fprintf(os.Stderr, "repository bench: two Gitea servers and their GiteaServers ready after %s\n", time.Since(t0).Round(100*time.Millisecond))
@@ -224,13 +232,14 @@ func (fp *forgePair) createGiteaRepos(ctx context.Context, names []string, of fu
 	return out, err
 }
 
-// createObjects creates a GiteaRepository in ns for each repository (named prefix-i).
-func (fp *forgePair) createObjects(ctx context.Context, c client.Client, ns, prefix string, repos []giteaRepo) error {
+// createObjects creates a GiteaRepository in ns for each repository (named prefix-i), on
+// the GiteaServer servers[repo.server].
+func createObjects(ctx context.Context, c client.Client, servers [2]string, ns, prefix string, repos []giteaRepo) error {
 	return parallel(len(repos), setupWorkers, func(i int) error {
 		owner, name, _ := splitFull(repos[i].full)
 		return c.Create(ctx, &fleetv1alpha1.GiteaRepository{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: ns},
-			Spec:       fleetv1alpha1.GiteaRepositorySpec{Server: fp.servers[repos[i].server], Owner: owner, Name: name},
+			Spec:       fleetv1alpha1.GiteaRepositorySpec{Server: servers[repos[i].server], Owner: owner, Name: name},
 		})
 	})
 }
@@ -424,7 +433,7 @@ func startRepoClaimBench(b *testing.B) *repoClaimBench {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := fp.createObjects(ctx, k8s, rb.site.ns, "repo", repos); err != nil {
+	if err := createObjects(ctx, k8s, fp.servers, rb.site.ns, "repo", repos); err != nil {
 		b.Fatal(err)
 	}
 	concurrency, reconcilers, err := claimConcurrency()
@@ -647,10 +656,10 @@ func startRepoMemBench(b *testing.B) *repoMemBench {
 		b.Fatal(err)
 	}
 	one, many := repos[:1], repos[1:]
-	if err := fp.createObjects(ctx, k8s, mb.one, "repo", one); err != nil {
+	if err := createObjects(ctx, k8s, fp.direct, mb.one, "repo", one); err != nil {
 		b.Fatal(err)
 	}
-	if err := fp.createObjects(ctx, k8s, mb.many, "repo", many); err != nil {
+	if err := createObjects(ctx, k8s, fp.direct, mb.many, "repo", many); err != nil {
 		b.Fatal(err)
 	}
 	dead := []deadProcess{{pid: 4_000_000, startTime: 1}}
@@ -705,8 +714,33 @@ func (mb *repoMemBench) measure(b *testing.B, ns string, repos int) (int64, time
 	}
 	settled := time.Since(t0)
 	heap := int64(heapAfterGC()) - int64(before)
+	if dir := os.Getenv(heapProfileEnv); dir != "" {
+		profileSeq++
+		if err := writeHeapProfile(filepath.Join(dir, fmt.Sprintf("heap-%03d-repos-%d.pb.gz", repos, profileSeq))); err != nil {
+			b.Error(err)
+		}
+	}
 	runtime.KeepAlive(bm)
 	return heap, settled
+}
+
+// heapProfileEnv names a folder where the memory benchmark writes a heap profile of each
+// manager it measured, taken right after the heap was read (compare two with
+// `go tool pprof -base`).
+const heapProfileEnv = "FLEET_BENCH_HEAP_PROFILE"
+
+var profileSeq int
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func claimConcurrencyOrDefault() int {
@@ -780,24 +814,44 @@ func waitQuiet(ctx context.Context) error {
 // registrations (see the file comment), in that order per iteration, and reports both
 // and their ratio.
 func BenchmarkRepositoryManagerMemory(b *testing.B) {
-	mb := startRepoMemBench(b)
-	var one, many int64
-	var oneSettled, manySettled time.Duration
-	for b.Loop() {
-		one, oneSettled = mb.measure(b, mb.one, 1)
-		many, manySettled = mb.measure(b, mb.many, memRepos)
+	if os.Getenv(heapProfileEnv) != "" {
+		runtime.MemProfileRate = 4096 // the managers' objects are sampled finely enough to compare
 	}
-	ratio := float64(many) / float64(one)
-	b.ReportMetric(float64(one)/(1<<20), "one-repo-MiB")
-	b.ReportMetric(float64(many)/(1<<20), "many-repo-MiB")
+	mb := startRepoMemBench(b)
+	// [0] with one repository, [1] with memRepos; each measured twice per iteration, in
+	// the order one, many, many, one, so that what a stopped manager leaves behind for a
+	// while (idle connections until they time out) weighs on both alike.
+	var heap [2][]int64
+	var settled [2]time.Duration
+	for b.Loop() {
+		heap = [2][]int64{}
+		for _, k := range []int{0, 1, 1, 0} {
+			h, s := mb.measure(b, []string{mb.one, mb.many}[k], []int{1, memRepos}[k])
+			heap[k] = append(heap[k], h)
+			settled[k] = max(settled[k], s)
+		}
+	}
+	mean := func(hs []int64) float64 {
+		sum := 0.0
+		for _, h := range hs {
+			sum += float64(h)
+		}
+		return sum / float64(len(hs))
+	}
+	mib := func(v float64) float64 { return v / (1 << 20) }
+	one, many := mean(heap[0]), mean(heap[1])
+	ratio := many / one
+	b.ReportMetric(mib(one), "one-repo-MiB")
+	b.ReportMetric(mib(many), "many-repo-MiB")
 	b.ReportMetric(ratio, "many/one-heap")
-	b.ReportMetric(oneSettled.Seconds(), "one-settle-s")
-	b.ReportMetric(manySettled.Seconds(), "many-settle-s")
+	b.ReportMetric(settled[0].Seconds(), "one-settle-s")
+	b.ReportMetric(settled[1].Seconds(), "many-settle-s")
 	verdict := "within"
 	if ratio > repoMemoryGoal {
 		verdict = "ABOVE"
 	}
-	fmt.Printf("repository bench: manager heap with %d registrations: %.1f MiB with 1 GiteaRepository, %.1f MiB with %d (ratio %.3f, %s the %.1fx goal); settled in %s and %s\n",
-		memRows, float64(one)/(1<<20), float64(many)/(1<<20), memRepos, ratio, verdict, repoMemoryGoal,
-		oneSettled.Round(100*time.Millisecond), manySettled.Round(100*time.Millisecond))
+	fmt.Printf("repository bench: manager heap with %d registrations: %.2f MiB with 1 GiteaRepository (%.2f and %.2f), %.2f MiB with %d (%.2f and %.2f): ratio %.3f, %s the %.1fx goal; settled within %s and %s\n",
+		memRows, mib(one), mib(float64(heap[0][0])), mib(float64(heap[0][1])), mib(many), memRepos,
+		mib(float64(heap[1][0])), mib(float64(heap[1][1])), ratio, verdict, repoMemoryGoal,
+		settled[0].Round(100*time.Millisecond), settled[1].Round(100*time.Millisecond))
 }
