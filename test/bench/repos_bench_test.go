@@ -36,16 +36,22 @@ package bench
 // before it was made (BenchmarkRegistrationCacheMemory's approach); the goal is the
 // 100-repository figure at most 1.1x the one-repository figure. A warm-up pass of each
 // shape runs first, unmeasured, so the rows' statuses are written before the measured
-// passes. Run it on its own (-bench RepositoryManagerMemory): another benchmark's
-// manager running in the process adds noise to the heap.
+// passes; then each shape is measured twice per iteration, in the order one, many, many,
+// one (a stopped manager's idle connections linger until they time out, and would
+// otherwise weigh on the second shape only), and the means are compared. Run it on its
+// own (-bench RepositoryManagerMemory): another benchmark's manager running in the
+// process adds noise to the heap. FLEET_BENCH_HEAP_PROFILE=<folder> writes a heap profile
+// of each measured manager, for `go tool pprof -base`.
 //
 // What is real and what is not. Both Gitea servers are real, started with hack/gitea.sh,
 // and so is every repository named: the claim benchmark's four and the memory
 // benchmark's 101 are created in Gitea with main protected, and their GiteaRepositories
 // are Ready (resolved to their ID, the rule set published) before anything is measured.
-// The GiteaServers name a counting reverse proxy in front of each server, so the
-// controller's Gitea requests can be counted; the proxy is a local hop of well under a
-// millisecond. Each GiteaServer allows 1000 requests a second (the schema's maximum)
+// The claim benchmark's GiteaServers name a counting reverse proxy in front of each
+// server, so the controller's Gitea requests can be counted; the proxy is a local hop of
+// well under a millisecond. The memory benchmark's name the servers themselves: the
+// proxies run in this process, and their connections' buffers would count as the
+// manager's heap. Each GiteaServer allows 1000 requests a second (the schema's maximum)
 // rather than the default 20: the figure compares the claim path over one repository and
 // over three, not a request budget, which at the default would bind single rounds (one
 // server) harder than multi ones (two). Gitea's answers are not faked; permissions are:
@@ -56,10 +62,18 @@ package bench
 // write to its repository; the memory benchmark's registrations are rows of exited
 // processes with their status written (createRows), as BenchmarkRegistrationCacheMemory's.
 //
-// Run, for example:
+// Both need envtest and start their two Gitea servers the first time one of them runs;
+// TestMain stops them and the managers. A plain `go test` starts none of it. Run each on
+// its own, for example:
 //
 //	KUBEBUILDER_ASSETS=$PWD/.cache/envtest/v1.37.2 go test ./test/bench/ -run '^$' \
-//	    -bench 'MultiRepositoryClaims|RepositoryManagerMemory' -benchtime=1x -count 2 -timeout 60m
+//	    -bench MultiRepositoryClaims -benchtime=1x -count 2 -timeout 30m
+//	KUBEBUILDER_ASSETS=$PWD/.cache/envtest/v1.37.2 go test ./test/bench/ -run '^$' \
+//	    -bench RepositoryManagerMemory -benchtime=1x -count 2 -timeout 60m
+//
+// The single shape is not BenchmarkClaimLatency's figure at 64 distinct targets: that
+// manager serves the flags' repository, and this one GiteaRepositories only, so the two
+// shapes here share every step but the repositories' spread.
 
 import (
 	"context"
@@ -72,6 +86,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -104,7 +119,7 @@ const (
 	// with one.
 	repoMemoryGoal = 1.1
 	// repoRoundPairs is how many single and multi rounds each b.N runs (one of each per pair).
-	repoRoundPairs = 3
+	repoRoundPairs = 4
 	// multiRepos is how many GiteaRepositories the multi rounds spread over.
 	multiRepos = 3
 	// memRows and memRepos are the memory benchmark's registrations and repositories.
@@ -583,8 +598,11 @@ func BenchmarkMultiRepositoryClaims(b *testing.B) {
 		calls      [2]giteaCalls
 		rounds     int
 		multiFirst bool
+		// pairs are each pair's claims/s, single and multi, for the spread.
+		pairs [][2]float64
 	)
 	for range b.N * repoRoundPairs {
+		var pair [2]float64
 		for _, multi := range []bool{multiFirst, !multiFirst} {
 			k := map[bool]int{false: 0, true: 1}[multi]
 			out, w, c := rb.round(b, multi)
@@ -593,7 +611,9 @@ func BenchmarkMultiRepositoryClaims(b *testing.B) {
 			}
 			wall[k] += w
 			calls[k] = calls[k].plus(c)
+			pair[k] = float64(len(out)) / w.Seconds()
 		}
+		pairs = append(pairs, pair)
 		rounds++
 		multiFirst = !multiFirst
 	}
@@ -624,6 +644,11 @@ func BenchmarkMultiRepositoryClaims(b *testing.B) {
 	}
 	fmt.Printf("repository bench: multi/single claims/s %.3fx (%s the %.1fx goal), multi/single p99 %.2fx\n",
 		ratio, verdict, repoThroughputGoal, float64(multi.p99)/float64(single.p99))
+	var each []string
+	for _, p := range pairs {
+		each = append(each, fmt.Sprintf("%.1f/%.1f=%.2fx", p[1], p[0], p[1]/p[0]))
+	}
+	fmt.Printf("repository bench: each pair, multi/single claims/s: %s\n", strings.Join(each, ", "))
 }
 
 // repoMemBench is BenchmarkRepositoryManagerMemory's fixture: two namespaces, one with a
