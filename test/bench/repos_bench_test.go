@@ -444,7 +444,12 @@ func startRepoClaimBench(b *testing.B) *repoClaimBench {
 	sfx := fp.suffix
 	repos, err := fp.createGiteaRepos(ctx,
 		[]string{"single-" + sfx, "multi-a1-" + sfx, "multi-a2-" + sfx, "multi-b-" + sfx},
-		func(i int) int { return map[bool]int{true: 1, false: 0}[i == 3] })
+		func(i int) int {
+			if i == 3 {
+				return 1 // multi-b, on server B
+			}
+			return 0
+		})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -604,7 +609,10 @@ func BenchmarkMultiRepositoryClaims(b *testing.B) {
 	for range b.N * repoRoundPairs {
 		var pair [2]float64
 		for _, multi := range []bool{multiFirst, !multiFirst} {
-			k := map[bool]int{false: 0, true: 1}[multi]
+			k := 0
+			if multi {
+				k = 1
+			}
 			out, w, c := rb.round(b, multi)
 			for _, o := range out {
 				lat[k] = append(lat[k], o.latency)
@@ -713,7 +721,11 @@ func (mb *repoMemBench) measure(b *testing.B, ns string, repos int) (int64, time
 	ctx := context.Background()
 	before := heapAfterGC()
 	t0 := time.Now()
-	bm, err := startRepoManager(ctx, mb.forges, ns, managerConfig{concurrency: claimConcurrencyOrDefault(), nudges: &nudge.Hub{}})
+	concurrency, _, err := claimConcurrency()
+	if err != nil {
+		b.Fatal(err)
+	}
+	bm, err := startRepoManager(ctx, mb.forges, ns, managerConfig{concurrency: concurrency, nudges: &nudge.Hub{}})
 	if err != nil {
 		if bm != nil {
 			_ = bm.shutdown()
@@ -766,14 +778,6 @@ func writeHeapProfile(path string) error {
 		return err
 	}
 	return f.Close()
-}
-
-func claimConcurrencyOrDefault() int {
-	n, _, err := claimConcurrency()
-	if err != nil {
-		return 0
-	}
-	return n
 }
 
 // waitBound waits until the manager's cache shows every registration of ns with its
