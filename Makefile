@@ -91,7 +91,7 @@ test-e2e: ## Run test/e2e: the shipped manifests and images on a real two-node c
 .PHONY: bench
 bench: ## Run the benchmarks (figures are ratios against same-run baselines).
 	@assets=$$(hack/envtest.sh | tail -n1); \
-	KUBEBUILDER_ASSETS=$$assets FLEET_GITEA_SCRIPT=$(CURDIR)/hack/gitea.sh go test -run '^$$' -bench . -benchmem ./...
+	KUBEBUILDER_ASSETS=$$assets FLEET_GITEA_SCRIPT=$(CURDIR)/hack/gitea.sh go test -run '^$$' -bench . -benchmem -timeout 90m ./...
 
 .PHONY: stress
 stress: ## The long runs: the TaskClaim contention spec with STRESS_WAVES waves (default 25: 150 rounds of two, 75 of four), and the live-fleet approval landing STRESS_APPROVAL_DELAY (default 5m) after its plan.

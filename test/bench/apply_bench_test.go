@@ -80,6 +80,7 @@ func TestMain(m *testing.M) {
 			applyNsPerRow, bareNsPerRow, ratio, verdict, ratioGoal)
 	}
 	stopClaimBench(code != 0) // claim_bench_test.go: its summary, manager and Gitea
+	stopRepoBench(code != 0)  // repos_bench_test.go: its managers, proxies and Gitea servers
 	if env != nil {
 		if err := env.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "stopping envtest: %v\n", err)
@@ -164,6 +165,12 @@ func rowName(i int) string { return fmt.Sprintf("w-%04d", i) }
 // hour ago with a 60 s TTL.
 func createEligibleRows(ctx context.Context, b *testing.B, c client.Client, ns string, n int, dead []deadProcess) {
 	b.Helper()
+	createRows(ctx, b, c, ns, n, dead, func(int) string { return benchRepo })
+}
+
+// createRows is createEligibleRows with row i bound to the repository repoOf(i).
+func createRows(ctx context.Context, b *testing.B, c client.Client, ns string, n int, dead []deadProcess, repoOf func(int) string) {
+	b.Helper()
 	hb := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
 	work := make(chan int)
 	errs := make(chan error, setupWorkers)
@@ -183,7 +190,7 @@ func createEligibleRows(ctx context.Context, b *testing.B, c client.Client, ns s
 						WorkerNamespace:     "slot-" + name,
 						Identity:            "bot-" + name,
 						Remote:              "origin",
-						Repository:          benchRepo,
+						Repository:          repoOf(i),
 						HeartbeatTTLSeconds: 60,
 						Process:             fleetv1alpha1.ProcessIdentity{HostID: facts.HostID, BootID: facts.BootID, PID: d.pid, StartTime: &st},
 						GenerationID:        "gen-" + name,

@@ -67,7 +67,9 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	fleetv1alpha1 "github.com/giteatools/fleet-controller/api/v1alpha1"
@@ -106,19 +108,25 @@ const (
 // claimWorkerCounts are the concurrency levels of BenchmarkClaimLatency.
 var claimWorkerCounts = []int{1, 4, 16, 64}
 
+// claimSite is where a round of claims is made and followed: the client that creates and
+// watches them, their namespace, and the count of the controller's Gitea requests.
+type claimSite struct {
+	c     client.WithWatch
+	ns    string
+	calls *countingTransport // counts the controller's Gitea requests
+}
+
 // claimBench is the lazily started claim fixture: Gitea, a repository, a manager and a
 // pool of live workers in one namespace.
 type claimBench struct {
-	c          client.WithWatch
+	claimSite
 	srv        *testgitea.Server
 	gc         *giteaclaim.Client // the baseline's client (administrator token)
-	calls      *countingTransport // counts the controller's Gitea requests
 	ownerToken string
 	suffix     string // of every Gitea name this run made
 	// bareIdentity is the Gitea account the baseline's records name and assign.
 	bareIdentity string
 	repo         string
-	ns           string
 	workers      []string
 	reconcilers  string // what the manager was configured with, for the report
 	// nudges connects the claim reconciler to the benchmarks' gateways, as cmd/ does.
@@ -241,6 +249,42 @@ func printClaimSummary() {
 	}
 }
 
+// claimConcurrency is how many claims the bench managers' TaskClaim reconciler decides at
+// once, and how that was chosen, for the report: taskclaim.DefaultConcurrency (the
+// default of cmd/'s --taskclaim-concurrency) unless FLEET_BENCH_RECONCILERS says otherwise.
+func claimConcurrency() (int, string, error) {
+	v := os.Getenv(reconcilersEnv)
+	if v == "" {
+		return taskclaim.DefaultConcurrency,
+			fmt.Sprintf("%d (taskclaim.DefaultConcurrency, --taskclaim-concurrency's default)", taskclaim.DefaultConcurrency), nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, "", fmt.Errorf("%s=%q: want a positive integer", reconcilersEnv, v)
+	}
+	return n, fmt.Sprintf("%d (%s)", n, reconcilersEnv), nil
+}
+
+// benchManagerOptions are the options of a bench manager: no metrics or probe listener,
+// its cache (base: cache.Options{} for controller-runtime's defaults, or the shipped
+// managercache.Options) limited to namespaces, as cmd/'s --namespaces limits the
+// shipped one, and controller names that may repeat. Several managers run in one
+// benchmark process (the claim fixtures', the memory benchmark's): each decides only the
+// claims and rows of its own namespaces, and they share the process's controller names.
+func benchManagerOptions(scheme *runtime.Scheme, base cache.Options, namespaces ...string) ctrl.Options {
+	base.DefaultNamespaces = map[string]cache.Config{}
+	for _, ns := range namespaces {
+		base.DefaultNamespaces[ns] = cache.Config{}
+	}
+	return ctrl.Options{
+		Scheme:                 scheme,
+		Cache:                  base,
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+	}
+}
+
 func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
 
 // startClaimBench starts (once) envtest, Gitea, the manager and the worker pool, and
@@ -257,7 +301,7 @@ func startClaimBench(b *testing.B) *claimBench {
 	if !cb.warmed {
 		cb.warmed = true
 		issue := createIssues(b, cb, 1)[0]
-		res, _, _, _ := runRound(b, cb, []string{cb.workers[0]}, []int64{issue})
+		res, _, _, _ := runRound(b, &cb.claimSite, []string{cb.workers[0]}, cb.targets([]int64{issue}))
 		if res[0].phase != fleetv1alpha1.ClaimPhaseActive {
 			b.Fatalf("warm-up claim ended %s (%s), want Active", res[0].phase, res[0].detail)
 		}
@@ -270,7 +314,7 @@ func startClaimBench(b *testing.B) *claimBench {
 func setupClaimBench(c client.WithWatch) (*claimBench, error) {
 	ctx := context.Background()
 	t0 := time.Now()
-	cb := &claimBench{c: c, nudges: &nudge.Hub{}}
+	cb := &claimBench{claimSite: claimSite{c: c}, nudges: &nudge.Hub{}}
 	srv, err := testgitea.Start(ctx)
 	cb.srv = srv // stopped by stopClaimBench even when half started
 	if err != nil {
@@ -292,31 +336,21 @@ func setupClaimBench(c client.WithWatch) (*claimBench, error) {
 		return cb, err
 	}
 
-	opts := ctrl.Options{
-		Scheme:                 c.Scheme(),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-	}
-	concurrency := taskclaim.DefaultConcurrency
-	cb.reconcilers = fmt.Sprintf("%d (taskclaim.DefaultConcurrency, --taskclaim-concurrency's default)", concurrency)
-	if v := os.Getenv(reconcilersEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return cb, fmt.Errorf("%s=%q: want a positive integer", reconcilersEnv, v)
-		}
-		concurrency = n
-		cb.reconcilers = fmt.Sprintf("%d (%s)", n, reconcilersEnv)
-	}
-	mgr, err := ctrl.NewManager(env.Config, opts)
+	concurrency, reconcilers, err := claimConcurrency()
 	if err != nil {
-		return cb, fmt.Errorf("creating the manager: %w", err)
+		return cb, err
 	}
+	cb.reconcilers = reconcilers
 	// This host's agent and the fleet coordinator, as cmd/setup.go runs them: only the
 	// holder of a host's Lease writes its rows' ownership, so without them no worker
 	// would ever show live.
 	agentNS, err := env.NewNamespace(ctx, "bench-agents")
 	if err != nil {
 		return cb, err
+	}
+	mgr, err := ctrl.NewManager(env.Config, benchManagerOptions(c.Scheme(), cache.Options{}, cb.ns, agentNS))
+	if err != nil {
+		return cb, fmt.Errorf("creating the manager: %w", err)
 	}
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
@@ -374,14 +408,9 @@ func setupClaimBench(c client.WithWatch) (*claimBench, error) {
 	return cb, nil
 }
 
-// createWorkers registers claimPool workers whose process is this test binary, renews
-// their heartbeats, and waits until the WorkerRegistration reconciler reports them live.
+// createWorkers gives claimPool workers a Gitea account with write access to the
+// repository and registers them (registerLiveWorkers).
 func createWorkers(ctx context.Context, cb *claimBench) error {
-	pid := int64(os.Getpid())
-	start, err := liveness.ProcessStartTime("", pid)
-	if err != nil {
-		return fmt.Errorf("reading this process's start time: %w", err)
-	}
 	for i := range claimPool {
 		cb.workers = append(cb.workers, fmt.Sprintf("bench-w%02d", i))
 	}
@@ -392,7 +421,7 @@ func createWorkers(ctx context.Context, cb *claimBench) error {
 	for _, w := range cb.workers {
 		logins = append(logins, w+"-"+cb.suffix)
 	}
-	err = parallel(len(logins), giteaSetupWorkers, func(i int) error {
+	err := parallel(len(logins), giteaSetupWorkers, func(i int) error {
 		if _, err := cb.srv.CreateUser(ctx, logins[i]); err != nil {
 			return err
 		}
@@ -401,31 +430,51 @@ func createWorkers(ctx context.Context, cb *claimBench) error {
 	if err != nil {
 		return err
 	}
-	err = parallel(len(cb.workers), setupWorkers, func(i int) error {
-		name := cb.workers[i]
+	workers := make([]benchWorker, len(cb.workers))
+	for i, name := range cb.workers {
+		workers[i] = benchWorker{name: name, identity: name + "-" + cb.suffix, repo: cb.repo}
+	}
+	return registerLiveWorkers(ctx, cb.c, cb.ns, workers)
+}
+
+// benchWorker is a worker registerLiveWorkers registers: its name, its Gitea login and
+// its repository binding ("owner/name").
+type benchWorker struct{ name, identity, repo string }
+
+// registerLiveWorkers registers workers in ns whose process is this test binary, renews
+// their heartbeats, and waits until the WorkerRegistration reconciler reports every
+// registration of ns live.
+func registerLiveWorkers(ctx context.Context, c client.Client, ns string, workers []benchWorker) error {
+	pid := int64(os.Getpid())
+	start, err := liveness.ProcessStartTime("", pid)
+	if err != nil {
+		return fmt.Errorf("reading this process's start time: %w", err)
+	}
+	err = parallel(len(workers), setupWorkers, func(i int) error {
+		w := workers[i]
 		wr := &fleetv1alpha1.WorkerRegistration{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cb.ns},
+			ObjectMeta: metav1.ObjectMeta{Name: w.name, Namespace: ns},
 			Spec: fleetv1alpha1.WorkerRegistrationSpec{
-				ClientInstanceID:    "inst-" + name,
-				WorkerNamespace:     "slot-" + name,
-				Identity:            name + "-" + cb.suffix,
+				ClientInstanceID:    "inst-" + w.name,
+				WorkerNamespace:     "slot-" + w.name,
+				Identity:            w.identity,
 				Remote:              "origin",
-				Repository:          cb.repo,
+				Repository:          w.repo,
 				HeartbeatTTLSeconds: 3600,
 				Process: fleetv1alpha1.ProcessIdentity{HostID: facts.HostID, BootID: facts.BootID,
 					PID: pid, StartTime: ptr.To(start)},
 			},
 		}
-		if err := cb.c.Create(ctx, wr); err != nil {
-			return fmt.Errorf("registering %s: %w", name, err)
+		if err := c.Create(ctx, wr); err != nil {
+			return fmt.Errorf("registering %s: %w", w.name, err)
 		}
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			cur := &fleetv1alpha1.WorkerRegistration{}
-			if err := cb.c.Get(ctx, client.ObjectKeyFromObject(wr), cur); err != nil {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(wr), cur); err != nil {
 				return err
 			}
 			cur.Status.LastHeartbeatAt = ptr.To(metav1.NewTime(time.Now().Truncate(time.Second)))
-			return cb.c.Status().Update(ctx, cur)
+			return c.Status().Update(ctx, cur)
 		})
 	})
 	if err != nil {
@@ -434,7 +483,7 @@ func createWorkers(ctx context.Context, cb *claimBench) error {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		list := &fleetv1alpha1.WorkerRegistrationList{}
-		if err := cb.c.List(ctx, list, client.InNamespace(cb.ns)); err != nil {
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
 		}
 		live := 0
@@ -443,11 +492,11 @@ func createWorkers(ctx context.Context, cb *claimBench) error {
 				live++
 			}
 		}
-		if live == claimPool {
+		if live == len(list.Items) {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("only %d of %d worker registrations became live", live, claimPool)
+			return fmt.Errorf("only %d of %d worker registrations became live", live, len(list.Items))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -487,10 +536,16 @@ func parallel(n, width int, fn func(int) error) error {
 // createIssues opens n fresh issues in the repository (outside any timer).
 func createIssues(b *testing.B, cb *claimBench, n int) []int64 {
 	b.Helper()
+	return openIssues(b, cb.srv, cb.ownerToken, cb.repo, n)
+}
+
+// openIssues opens n fresh issues in repo on srv as the user of token (outside any timer).
+func openIssues(b *testing.B, srv *testgitea.Server, token, repo string, n int) []int64 {
+	b.Helper()
 	out := make([]int64, n)
 	err := parallel(n, giteaSetupWorkers, func(i int) error {
 		title := fmt.Sprintf("bench task %d-%d", roundSeq.Load(), i)
-		num, err := cb.srv.CreateIssue(context.Background(), cb.ownerToken, cb.repo, title, "Task: "+title+"\n")
+		num, err := srv.CreateIssue(context.Background(), token, repo, title, "Task: "+title+"\n")
 		out[i] = num
 		return err
 	})
@@ -507,10 +562,22 @@ type claimOutcome struct {
 	phase     string
 	class     string
 	detail    string
-	err       error
+	// repository is where the claim was decided (its status.repository; nil for a claim
+	// of the flags' repository before validation recorded one).
+	repository *fleetv1alpha1.ClaimRepository
+	err        error
 }
 
-// runRound makes workers[i] claim issues[i] (issues may repeat), all at once, and
+// targets are the issues of the fixture's repository, as claims name them.
+func (cb *claimBench) targets(issues []int64) []fleetv1alpha1.TaskTarget {
+	out := make([]fleetv1alpha1.TaskTarget, len(issues))
+	for i, n := range issues {
+		out[i] = fleetv1alpha1.TaskTarget{Repository: cb.repo, Kind: fleetv1alpha1.TargetKindIssue, Number: n}
+	}
+	return out
+}
+
+// runRound makes workers[i] claim targets[i] (targets may repeat), all at once, and
 // returns each claim's outcome and the round's wall time (from the start signal to the
 // last decided claim). Each worker copies its pin into spec.pin as soon as the
 // validation shows. Claim states are followed through an informer (followClaims), so
@@ -519,7 +586,7 @@ type claimOutcome struct {
 // the controller's from the start until the round's claims were decided and Gitea went
 // quiet, before that deletion released them; the API server's requests returned are
 // every client's over the same span.
-func runRound(b *testing.B, cb *claimBench, workers []string, issues []int64) ([]claimOutcome, time.Duration, giteaCalls, apiCalls) {
+func runRound(b *testing.B, cb *claimSite, workers []string, targets []fleetv1alpha1.TaskTarget) ([]claimOutcome, time.Duration, giteaCalls, apiCalls) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
 	defer cancel()
@@ -551,8 +618,7 @@ func runRound(b *testing.B, cb *claimBench, workers []string, issues []int64) ([
 		go func() {
 			defer wg.Done()
 			<-begin
-			target := fleetv1alpha1.TaskTarget{Repository: cb.repo, Kind: fleetv1alpha1.TargetKindIssue, Number: issues[i]}
-			out[i] = claimAndWait(ctx, cb.c, cb.ns, names[i], workers[i], target, updates[names[i]])
+			out[i] = claimAndWait(ctx, cb.c, cb.ns, names[i], workers[i], targets[i], updates[names[i]])
 		}()
 	}
 	b.StartTimer()
@@ -566,7 +632,7 @@ func runRound(b *testing.B, cb *claimBench, workers []string, issues []int64) ([
 
 	for i, o := range out {
 		if o.err != nil {
-			b.Fatalf("claim %s of %s on #%d: %v", names[i], workers[i], issues[i], o.err)
+			b.Fatalf("claim %s of %s on %s#%d: %v", names[i], workers[i], targets[i].Repository, targets[i].Number, o.err)
 		}
 	}
 	// A decided claim may still have Gitea work in flight (the audit comments written
@@ -672,6 +738,7 @@ func claimAndWait(ctx context.Context, c client.Client, ns, name, worker string,
 			cur = got
 		}
 		o.phase = cur.Status.Phase
+		o.repository = cur.Status.Repository
 		if cur.Status.Phase == fleetv1alpha1.ClaimPhaseActive || claim.FinalPhase(cur.Status.Phase) {
 			o.latency = time.Since(start)
 			if r := cur.Status.Result; r != nil {
@@ -1051,7 +1118,7 @@ func benchClaimScenario(b *testing.B, cb *claimBench, name string, n int, one bo
 		} else {
 			issues = createIssues(b, cb, n)
 		}
-		out, roundWall, roundCalls, roundAPI := runRound(b, cb, cb.workers[:n], issues)
+		out, roundWall, roundCalls, roundAPI := runRound(b, &cb.claimSite, cb.workers[:n], cb.targets(issues))
 		calls, api = calls.plus(roundCalls), api.plus(roundAPI)
 		won := 0
 		var refusals []string

@@ -94,6 +94,13 @@ type Wiring struct {
 	// Nudges, when set, is shared with the suite's gateway (gateway.Gateway.Nudges), as
 	// cmd/setup.go shares it.
 	Nudges *nudge.Hub
+	// Verdicts answers the capability verdict (nil: a SubjectAccessReview of the worker's
+	// ServiceAccount, authz.Reviewer, as cmd/setup.go wires it). A benchmark that measures
+	// claims and not permissions answers allowed.
+	Verdicts taskclaim.VerdictChecker
+	// Concurrency is how many claims are reconciled at once (zero: controller-runtime's
+	// default, one).
+	Concurrency int
 }
 
 // Wire adds what w names to mgr and returns the manager's elections; wait for
@@ -121,17 +128,23 @@ func Wire(mgr manager.Manager, w Wiring) (hostagent.Elections, error) {
 	if recheck == 0 {
 		recheck = time.Second
 	}
+	verdicts := w.Verdicts
+	if verdicts == nil {
+		verdicts = authz.Reviewer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
+	}
 	r := &taskclaim.Reconciler{
 		Client:        mgr.GetClient(),
 		APIReader:     mgr.GetAPIReader(),
 		Repositories:  w.Repositories,
-		Verdicts:      authz.Reviewer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()},
+		Verdicts:      verdicts,
 		Fence:         workflowfence.Fence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Clock: clk},
 		TTL:           ttl,
 		ActiveRecheck: recheck,
 		Nudges:        w.Nudges,
 		Clock:         clk,
 		Recorder:      mgr.GetEventRecorder("taskclaim-controller"),
+
+		MaxConcurrentReconciles: w.Concurrency,
 	}
 	if w.Gitea != nil { // a nil *Client would be a non-nil Gitea
 		r.Gitea, r.Repository = w.Gitea, w.Repository
