@@ -186,6 +186,45 @@ func recordOf(repo string) *claim.Record {
 	return rec
 }
 
+// cappedAt sets r's maxActiveClaims to n, gives its issue #1 two more issues (#2, #3),
+// and waits until the object is Ready for its new generation.
+func cappedAt(r served, n int32) served {
+	GinkgoHelper()
+	for i := int64(2); i <= 3; i++ {
+		Expect(testfleet.NewIssue(ctx, forgeSrv, forgeSrv.Token, r.full, fmt.Sprintf("task %d", i))).To(Equal(i))
+	}
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := getRepo(r.obj)
+		cur.Spec.MaxActiveClaims = ptrTo(n)
+		return k8sClient.Update(ctx, cur)
+	})).To(Succeed())
+	Eventually(func(g Gomega) {
+		cur := getRepo(r.obj)
+		c := meta.FindStatusCondition(cur.Status.Conditions, fleetv1alpha1.ReadyCondition)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.ObservedGeneration).To(Equal(cur.Generation))
+	}).Should(Succeed())
+	return r
+}
+
+// slotHolders lists, for Eventually, the claims holding a slot of the repository key in
+// ns (the UIDs in the slots' Leases; a free slot holds none).
+func slotHolders(ns string, key claim.RepositoryKey) func() []string {
+	return func() []string {
+		GinkgoHelper()
+		list := &coordinationv1.LeaseList{}
+		Expect(k8sClient.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{"fleet.giteatools.dev/claim-slots": claim.SlotsOf(key)})).To(Succeed())
+		var holders []string
+		for _, l := range list.Items {
+			if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
+				holders = append(holders, *l.Spec.HolderIdentity)
+			}
+		}
+		return holders
+	}
+}
+
 var _ = Describe("TaskClaims in GiteaRepositories", func() {
 	var teamA, teamB string
 
@@ -263,22 +302,7 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 
 	It("lets at most maxActiveClaims claims of a repository hold a capability at once, and frees a slot when one ends", func() {
 		a := readyServer()
-		r := serve(teamA, a.Name)
-		for n := int64(2); n <= 3; n++ {
-			Expect(testfleet.NewIssue(ctx, forgeSrv, forgeSrv.Token, r.full, fmt.Sprintf("task %d", n))).To(Equal(n))
-		}
-		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur := getRepo(r.obj)
-			cur.Spec.MaxActiveClaims = ptrTo(int32(2))
-			return k8sClient.Update(ctx, cur)
-		})).To(Succeed())
-		Eventually(func(g Gomega) {
-			cur := getRepo(r.obj)
-			c := meta.FindStatusCondition(cur.Status.Conditions, fleetv1alpha1.ReadyCondition)
-			g.Expect(c).NotTo(BeNil())
-			g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
-			g.Expect(c.ObservedGeneration).To(Equal(cur.Generation))
-		}).Should(Succeed())
+		r := cappedAt(serve(teamA, a.Name), 2)
 
 		// Three workers, three different issues: no two race for one target's lock, only
 		// for the repository's two slots.
@@ -313,18 +337,7 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 		}
 		Expect(active).To(HaveLen(2), "two slots, two active claims")
 		Expect(refused).To(BeNumerically(">=", 0))
-		key := claim.RepositoryKey{Server: a.Name, ID: r.id}
-		held := func() []string {
-			list := &coordinationv1.LeaseList{}
-			Expect(k8sClient.List(ctx, list, client.InNamespace(teamA), client.MatchingLabels{"fleet.giteatools.dev/claim-slots": claim.SlotsOf(key)})).To(Succeed())
-			var holders []string
-			for _, l := range list.Items {
-				if l.Spec.HolderIdentity != nil {
-					holders = append(holders, *l.Spec.HolderIdentity)
-				}
-			}
-			return holders
-		}
+		held := slotHolders(teamA, claim.RepositoryKey{Server: a.Name, ID: r.id})
 		Expect(held()).To(ConsistOf(string(active[0].UID), string(active[1].UID)))
 		lost := claimOf(claims[refused])
 		rec, _, err := adminGitea.Read(ctx, claim.Target{Repository: r.full, Kind: claim.KindIssue, Number: int64(refused + 1)})
@@ -344,34 +357,10 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 	It("keeps a repository's claims across a manager restart while its workers heartbeat: a release and a claim made while no manager runs "+
 		"are finished by the next one, and the slots follow", func() {
 		a := readyServer()
-		r := serve(teamA, a.Name)
-		for n := int64(2); n <= 3; n++ {
-			Expect(testfleet.NewIssue(ctx, forgeSrv, forgeSrv.Token, r.full, fmt.Sprintf("task %d", n))).To(Equal(n))
-		}
-		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur := getRepo(r.obj)
-			cur.Spec.MaxActiveClaims = ptrTo(int32(2))
-			return k8sClient.Update(ctx, cur)
-		})).To(Succeed())
-		Eventually(func(g Gomega) {
-			cur := getRepo(r.obj)
-			g.Expect(meta.IsStatusConditionTrue(cur.Status.Conditions, fleetv1alpha1.ReadyCondition)).To(BeTrue())
-			g.Expect(cur.Status.ObservedGeneration).To(Equal(cur.Generation))
-		}).Should(Succeed())
+		r := cappedAt(serve(teamA, a.Name), 2)
 		workers := []*claimer{newClaimer(teamA, r.full), newClaimer(teamA, r.full), newClaimer(teamA, r.full)}
 		renewals := heartbeating(300*time.Millisecond, workers...)
-		key := claim.RepositoryKey{Server: a.Name, ID: r.id}
-		slotHolders := func() []string {
-			list := &coordinationv1.LeaseList{}
-			Expect(k8sClient.List(ctx, list, client.InNamespace(teamA), client.MatchingLabels{"fleet.giteatools.dev/claim-slots": claim.SlotsOf(key)})).To(Succeed())
-			var holders []string
-			for _, l := range list.Items {
-				if l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "" {
-					holders = append(holders, *l.Spec.HolderIdentity)
-				}
-			}
-			return holders
-		}
+		slots := slotHolders(teamA, claim.RepositoryKey{Server: a.Name, ID: r.id})
 		recordOn := func(n int64) *claim.Record {
 			rec, _, err := adminGitea.Read(ctx, claim.Target{Repository: r.full, Kind: claim.KindIssue, Number: n})
 			Expect(err).NotTo(HaveOccurred())
@@ -386,7 +375,7 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 			workers[i].pin(held[i])
 			Eventually(phaseOf(held[i])).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
 		}
-		Expect(slotHolders()).To(ConsistOf(string(held[0].UID), string(held[1].UID)))
+		Expect(slots()).To(ConsistOf(string(held[0].UID), string(held[1].UID)))
 
 		By("the manager stops; meanwhile the first worker releases its claim and the third claims issue 3")
 		running.stop()
@@ -400,7 +389,7 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 		late := workers[2].claimIssue(r.full, 3)
 		Consistently(phaseOf(late), 2*time.Second).Should(BeEmpty(), "nothing decides a claim while no manager runs")
 		Expect(recordOn(1)).To(HaveField("State", claim.RecordStateActive), "the released claim's record stays in force until a manager ends it")
-		Expect(slotHolders()).To(HaveLen(2))
+		Expect(slots()).To(HaveLen(2))
 
 		By("a new manager ends the released claim, frees its slot, and decides the new claim into it")
 		running, restarted = startManager(), true
@@ -414,7 +403,7 @@ var _ = Describe("TaskClaims in GiteaRepositories", func() {
 		Eventually(phaseOf(late)).Should(Equal(fleetv1alpha1.ClaimPhaseValidated))
 		workers[2].pin(late)
 		Eventually(phaseOf(late)).Should(Equal(fleetv1alpha1.ClaimPhaseActive))
-		Expect(slotHolders()).To(ConsistOf(string(held[1].UID), string(late.UID)))
+		Expect(slots()).To(ConsistOf(string(held[1].UID), string(late.UID)))
 		Expect(recordOn(3)).To(SatisfyAll(HaveField("ClaimID", string(late.UID)), HaveField("State", claim.RecordStateActive)))
 
 		By("the claim active across the restart is still active, its record unchanged, under the new manager's rechecks")

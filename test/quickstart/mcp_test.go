@@ -121,12 +121,19 @@ func mcpRace() {
 		Expect(out).To(HaveKeyWithValue("reason", "no_capability"))
 
 		By("after release, the winner's comment tool is refused too")
-		isErr, _, text = winner.call("release", map[string]any{})
-		Expect(isErr).To(BeFalse(), text)
-		isErr, out, text = winner.call("comment", map[string]any{"number": issue, "body": "One more."})
-		Expect(isErr).To(BeTrue(), text)
-		Expect(out).To(HaveKeyWithValue("reason", "no_capability"))
+		winner.releaseThenRefused(issue)
 	}
+}
+
+// releaseThenRefused releases the agent's claim with its tool, then expects its comment
+// tool on issue to be refused for want of a capability.
+func (a *agent) releaseThenRefused(issue int64) {
+	GinkgoHelper()
+	isErr, _, text := a.call("release", map[string]any{})
+	Expect(isErr).To(BeFalse(), text)
+	isErr, out, text := a.call("comment", map[string]any{"number": issue, "body": "One more."})
+	Expect(isErr).To(BeTrue(), text)
+	Expect(out).To(HaveKeyWithValue("reason", "no_capability"))
 }
 
 func jsonString(v any) string {
@@ -241,9 +248,5 @@ func mcpSecondRepository() {
 	Expect(onDemo).NotTo(ContainElement(HaveField("Body", body)), "the same number in the other repository gets nothing")
 
 	By("the agent releases; its comment tool is refused from then on")
-	isErr, _, text = docs.call("release", map[string]any{})
-	Expect(isErr).To(BeFalse(), text)
-	isErr, out, text = docs.call("comment", map[string]any{"number": issue, "body": "One more."})
-	Expect(isErr).To(BeTrue(), text)
-	Expect(out).To(HaveKeyWithValue("reason", "no_capability"))
+	docs.releaseThenRefused(issue)
 }
