@@ -112,10 +112,7 @@ func (r *Deps) binding(ctx context.Context, plan *fleetv1alpha1.RetirementPlan) 
 	if requested == "" {
 		requested = plan.Spec.CanonicalRepository
 	}
-	b := forge.Bind(requested, r.Repository, cands)
-	if b.Problem == "" && b.Canonical() == "" {
-		b.Problem = fmt.Sprintf("the GiteaRepository %s naming %s has not resolved a Gitea repository ID yet", b.Object, b.Repository)
-	}
+	b := forge.Bind(requested, r.Repository, cands).Resolved()
 	if b.Problem != "" {
 		b.Repository = requested // what the plan names, for its status; it binds nothing
 	}

@@ -68,6 +68,16 @@ func boundTo(c Candidate) Binding {
 	return Binding{Repository: c.Owner + "/" + c.Repo, Object: c.Object, Key: claim.RepositoryKey{Server: c.Server, ID: c.ID}}
 }
 
+// Resolved is b as something that must be compared by its canonical value (a
+// RetirementPlan's binding): a binding to an object that has not resolved its Gitea
+// repository ID yet binds nothing, and says so in Problem.
+func (b Binding) Resolved() Binding {
+	if b.Problem == "" && b.Canonical() == "" {
+		b.Problem = fmt.Sprintf("the GiteaRepository %s naming %s has not resolved a Gitea repository ID yet", b.Object, b.Repository)
+	}
+	return b
+}
+
 // Canonical is the binding's canonical value, the one retirement compares rows by and
 // puts into its fingerprints where a registration's repository binding goes: for a
 // GiteaRepository, its key "gitea:<server>/<id>" as a claim's pin holds it

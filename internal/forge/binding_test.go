@@ -66,6 +66,12 @@ func TestBindingCanonical(t *testing.T) {
 			t.Errorf("%s: Canonical() = %q, want %q", tc.name, got, tc.want)
 		}
 	}
+	if p := Bind("acme/new", "", []Candidate{unresolved}).Resolved().Problem; !strings.Contains(p, "has not resolved a Gitea repository ID") {
+		t.Errorf("Resolved() of a binding to an unresolved object: problem %q", p)
+	}
+	if b := Bind("acme/app", "", []Candidate{app}); b.Resolved() != b {
+		t.Errorf("Resolved() changed a binding with a canonical value")
+	}
 	if got, want := Bind("acme/app", "", []Candidate{app}).Canonical(), claim.CanonicalBinding("acme/app", claim.RepositoryKey{Server: "a", ID: 42}); got != want {
 		t.Errorf("Canonical() = %q, the claim pin's binding is %q: the two must agree", got, want)
 	}
